@@ -1,0 +1,43 @@
+# The Makefile is the interface: every job creates .venv from nothing when it is missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export HYPOTHESIS_PROFILE ?= ci
+
+.PHONY: help check test lint typecheck pytest fixtures deep crosshair clean
+
+help:
+	@echo "make check     - the main job: check impl.RadixCache against the spec (ci profile)"
+	@echo "make test      - mypy --strict, then the whole test suite (ci profile)"
+	@echo "make deep      - long exploration (deep profile, example database in .hypothesis/)"
+	@echo "make fixtures  - regenerate the golden traces from the spec"
+	@echo "make lint      - mypy --strict on spec, impl and stateful_tests"
+	@echo "make clean     - remove .venv and caches"
+	@echo "k=EXPR narrows pytest (make test k=eviction)"
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+check: $(STAMP)
+	$(BIN)/prefixspec check --profile ci
+
+lint typecheck: $(STAMP)
+	$(BIN)/mypy --strict spec impl stateful_tests
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q $(if $(k),-k "$(k)")
+
+test: lint pytest
+
+fixtures: $(STAMP)
+	$(BIN)/python -m spec.trace generate fixtures/radix_trace.txt
+
+deep: $(STAMP)
+	HYPOTHESIS_PROFILE=deep $(BIN)/pytest -q $(if $(k),-k "$(k)")
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .hypothesis

@@ -1,0 +1,175 @@
+"""The interface every prefix cache in this project satisfies.
+
+This module holds only types and errors: the vocabulary shared by the
+specification (``spec.SpecCache``), the optimised implementation
+(``impl.RadixCache``) and any engine's cache checked against them.  It holds no
+rule and no arithmetic, so an implementation may import it without reaching its
+answers through the spec's code.
+
+The rules R1-R11 that give these calls their meaning are stated in prose in
+``spec/README.md`` and implemented, in the same order, by ``spec/model.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+BlockId = int
+"""A KV block id: an int with 0 <= id < 2**32 (R1)."""
+
+NodeId = Hashable
+"""An opaque, hashable handle of a node; each cache has its own ``root``."""
+
+ID_LIMIT = 2**32
+"""Tokens and block ids lie in [0, ID_LIMIT) (R1)."""
+
+
+class PrefixCacheError(Exception):
+    """Base of every error a prefix cache raises on purpose."""
+
+
+class InvalidArgument(PrefixCacheError, ValueError):
+    """An argument breaks R1, R5 or R8; the call changed nothing (R10)."""
+
+
+class UnknownNode(PrefixCacheError, KeyError):
+    """A node handle that this cache never issued, or whose node was evicted (R6)."""
+
+    def __str__(self) -> str:
+        # KeyError quotes its argument; a sentence reads better in reports.
+        return Exception.__str__(self)
+
+
+class NotLocked(PrefixCacheError, RuntimeError):
+    """``unlock`` of a node that holds no lock of its own (R6)."""
+
+
+ERROR_TYPES: dict[str, type[PrefixCacheError]] = {
+    "InvalidArgument": InvalidArgument,
+    "UnknownNode": UnknownNode,
+    "NotLocked": NotLocked,
+}
+"""The errors by name, as traces and the line protocol write them."""
+
+
+@dataclass(frozen=True)
+class PrefixMatch:
+    """What ``match_prefix`` found (R3).
+
+    ``matched_tokens`` is a multiple of the block size, ``blocks`` holds one id
+    per matched block in token order, and ``node`` is the node ending exactly at
+    the matched prefix (the cache's ``root`` when nothing matched).
+    """
+
+    matched_tokens: int
+    blocks: list[BlockId]
+    node: NodeId
+
+
+@dataclass(frozen=True)
+class Inserted:
+    """What ``insert`` did (R5).
+
+    ``node`` ends at the inserted whole-block prefix (``root`` when the tokens
+    hold no whole block); ``duplicates`` are the caller's ids that the cache did
+    not take because it already holds a block at that position, in position
+    order, for the caller to free.
+    """
+
+    node: NodeId
+    duplicates: list[BlockId]
+
+
+@dataclass(frozen=True)
+class PrefixStats:
+    """The counters of R9, all monotone."""
+
+    lookups: int
+    query_tokens: int
+    hit_tokens: int
+    inserted_blocks: int
+    evicted_blocks: int
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One node in a snapshot: where it ends, the blocks it holds, its own locks."""
+
+    prefix: tuple[int, ...]
+    blocks: tuple[BlockId, ...]
+    locks: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The canonical, implementation-independent state of a cache (R11).
+
+    ``nodes`` lists every node but the root, ordered by last use, oldest first;
+    nodes used by the same call lie on one path and are ordered by prefix
+    length, shortest first.  Two caches in the same logical state have equal
+    snapshots, whatever their NodeIds or internal layout.
+    """
+
+    block_size: int
+    nodes: tuple[NodeView, ...]
+    stats: PrefixStats
+
+
+@runtime_checkable
+class PrefixCache(Protocol):
+    """The calls of a block-granular prefix cache; see R1-R11 for their rules."""
+
+    @property
+    def root(self) -> NodeId:
+        """The node of the empty prefix; locking it does nothing (R6)."""
+        ...
+
+    def block_size(self) -> int:
+        """Tokens per KV block, B (R1)."""
+        ...
+
+    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
+        """The longest cached whole-block prefix of the usable prefix (R3, R4, R7, R9)."""
+        ...
+
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
+        """Cache the whole blocks of ``tokens``; one id per whole block (R4, R5, R7, R9)."""
+        ...
+
+    def lock(self, node: NodeId) -> None:
+        """Add one lock to ``node``, pinning its whole prefix (R6)."""
+        ...
+
+    def unlock(self, node: NodeId) -> None:
+        """Remove one lock from ``node`` (R6)."""
+        ...
+
+    def evict(self, n_blocks: int) -> list[BlockId]:
+        """Free at least ``n_blocks`` unpinned blocks, least recently used leaves first (R8)."""
+        ...
+
+    def cached_tokens(self) -> int:
+        """Tokens covered by cached blocks: ``cached_blocks() * block_size()`` (R9)."""
+        ...
+
+    def cached_blocks(self) -> int:
+        """Blocks the cache holds (R9)."""
+        ...
+
+    def evictable_blocks(self) -> int:
+        """Cached blocks that no lock pins (R9)."""
+        ...
+
+    def stats(self) -> PrefixStats:
+        """The counters (R9)."""
+        ...
+
+    def hit_rate(self) -> float:
+        """hit_tokens / query_tokens, 0.0 before any query token (R9)."""
+        ...
+
+    def snapshot(self) -> Snapshot:
+        """The canonical state (R11)."""
+        ...

@@ -1,0 +1,91 @@
+"""The arithmetic of the rules, as small pure functions with contracts.
+
+Each contract states what the rule *means* (for the usable prefix: a multiple of
+B, at most n - 1, and the largest such), not the formula again, so that
+``crosshair check`` has something to prove.  The contracts are PEP 316
+docstrings rather than icontract decorators: they need no run-time dependency,
+stay invisible to mypy and cost nothing when the spec runs, while CrossHair
+reads them by default.  Every condition is about integers (or one float),
+because CrossHair proves integer arithmetic well and reports false
+counterexamples on equality of symbolic lists.
+
+``spec/model.py`` computes every length with these functions; ``impl/blocks.py``
+keeps its own versions, and ``make crosshair`` compares each pair with
+``crosshair diffbehavior``.
+"""
+
+from __future__ import annotations
+
+
+def usable_prefix(n_tokens: int, block_size: int) -> int:
+    """R3: the tokens a match may cover, leaving the last prompt token to compute.
+
+    pre: n_tokens >= 0
+    pre: block_size >= 1
+    post: __return__ % block_size == 0
+    post: 0 <= __return__ <= max(n_tokens - 1, 0)
+    post: n_tokens == 0 or __return__ + block_size > n_tokens - 1
+    """
+    if n_tokens == 0:
+        return 0
+    return ((n_tokens - 1) // block_size) * block_size
+
+
+def full_blocks(n_tokens: int, block_size: int) -> int:
+    """R2, R5: how many whole blocks ``n_tokens`` tokens fill; the partial tail is not one.
+
+    pre: n_tokens >= 0
+    pre: block_size >= 1
+    post: __return__ >= 0
+    post: __return__ * block_size <= n_tokens < (__return__ + 1) * block_size
+    """
+    return n_tokens // block_size
+
+
+def block_span(index: int, block_size: int) -> tuple[int, int]:
+    """R5: the tokens [start, end) that block ``index`` of a prefix holds.
+
+    pre: index >= 0
+    pre: block_size >= 1
+    post: __return__[1] - __return__[0] == block_size
+    post: __return__[0] % block_size == 0
+    post: full_blocks(__return__[0], block_size) == index
+    """
+    start = index * block_size
+    return (start, start + block_size)
+
+
+def segment_blocks(parent_end: int, node_end: int, block_size: int) -> int:
+    """R4: the blocks a node holds, between its parent's prefix end and its own.
+
+    pre: block_size >= 1
+    pre: 0 <= parent_end <= node_end
+    pre: parent_end % block_size == 0 and node_end % block_size == 0
+    post: __return__ >= 0
+    post: parent_end + __return__ * block_size == node_end
+    """
+    return (node_end - parent_end) // block_size
+
+
+def hit_rate(hit_tokens: int, query_tokens: int) -> float:
+    """R9: the share of queried tokens that the cache covered; 0.0 before any query token.
+
+    pre: 0 <= hit_tokens <= query_tokens
+    post: 0.0 <= __return__ <= 1.0
+    post: (__return__ == 0.0) == (hit_tokens == 0)
+    post: (__return__ == 1.0) == (hit_tokens == query_tokens and query_tokens > 0)
+    """
+    if query_tokens == 0:
+        return 0.0
+    return hit_tokens / query_tokens
+
+
+def cached_tokens(cached_blocks: int, block_size: int) -> int:
+    """R9: the tokens that ``cached_blocks`` whole blocks cover.
+
+    pre: cached_blocks >= 0
+    pre: block_size >= 1
+    post: __return__ % block_size == 0
+    post: full_blocks(__return__, block_size) == cached_blocks
+    """
+    return cached_blocks * block_size

@@ -1,0 +1,404 @@
+"""The executable specification: ``SpecCache``, rules R1-R11 in order.
+
+The state is flat, so that each rule reads as a plain statement about it:
+
+- ``block_at``: a dict from every cached prefix (a tuple of tokens, a whole
+  number of blocks long) to the id of its last block (R2);
+- ``node_at`` / ``prefix_of``: where the nodes end, and their NodeIds (R4);
+- ``own_locks`` and ``last_use``: per node, keyed by the node's prefix (R6, R7);
+- the clock and the five counters (R7, R9).
+
+There is no tree: a node's blocks, its parent, whether it is a leaf and whether
+it is pinned are all computed from these dicts when asked.  That is slow, on
+purpose; ``impl.RadixCache`` is the fast radix tree, and the two are compared
+call by call.  The code is written for the reader: no recursion, no cached or
+incremental values, no ``map``/``filter``, every length computed by the
+functions of ``spec/arith.py``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import SupportsIndex
+
+from spec import arith
+from spec.api import (
+    ID_LIMIT,
+    BlockId,
+    Inserted,
+    InvalidArgument,
+    NodeId,
+    NodeView,
+    NotLocked,
+    PrefixMatch,
+    PrefixStats,
+    Snapshot,
+    UnknownNode,
+)
+
+Prefix = tuple[int, ...]
+
+
+
+@dataclass(frozen=True)
+class SpecNode:
+    """A NodeId of the spec: the cache that issued it and a serial number it never reuses (R4).
+
+    The issuer makes a node of one cache unknown to every other cache (R6).
+    """
+
+    issuer: object
+    serial: int
+
+    def __repr__(self) -> str:
+        return f"node{self.serial}"
+
+
+# R1 ---------------------------------------------------------------------------
+
+
+def as_int(value: object, what: str) -> int:
+    """R1: ``value`` as an int, or InvalidArgument.
+
+    Any value ``operator.index`` accepts counts as an int (so bools and numpy
+    integers do, floats and strings do not).
+    """
+    if not isinstance(value, SupportsIndex):
+        raise InvalidArgument(f"{what} must be an int, got {type(value).__name__}")
+    return operator.index(value)
+
+
+def as_id(value: object, what: str) -> int:
+    """R1: ``value`` as an int in [0, 2**32), or InvalidArgument."""
+    number = as_int(value, what)
+    if number < 0 or number >= ID_LIMIT:
+        raise InvalidArgument(f"{what} {number} is outside [0, 2**32)")
+    return number
+
+
+def as_ids(values: object, what: str) -> tuple[int, ...]:
+    """R1: a sequence of ids as a tuple of ints, or InvalidArgument."""
+    if not isinstance(values, Sequence) or isinstance(values, (str, bytes)):
+        raise InvalidArgument(f"{what} must be a sequence of ints, got {type(values).__name__}")
+    checked: list[int] = []
+    for value in values:
+        checked.append(as_id(value, what[:-1] if what.endswith("s") else what))
+    return tuple(checked)
+
+
+def as_count(value: object, what: str) -> int:
+    """R1, R8: a non-negative int, or InvalidArgument."""
+    number = as_int(value, what)
+    if number < 0:
+        raise InvalidArgument(f"{what} must be >= 0, got {number}")
+    return number
+
+
+class SpecCache:
+    """The reference prefix cache; satisfies ``spec.api.PrefixCache``."""
+
+    def __init__(self, block_size: int) -> None:
+        """R1: a block size below 1 (or not an int) raises InvalidArgument."""
+        size = as_count(block_size, "block_size")
+        if size < 1:
+            raise InvalidArgument(f"block_size must be >= 1, got {size}")
+        self._block_size = size
+        self.issuer = object()
+        self.root: NodeId = SpecNode(self.issuer, 0)
+        self.block_at: dict[Prefix, BlockId] = {}
+        self.node_at: dict[Prefix, SpecNode] = {}
+        self.prefix_of: dict[SpecNode, Prefix] = {}
+        self.own_locks: dict[Prefix, int] = {}
+        self.last_use: dict[Prefix, int] = {}
+        self.clock = 0
+        self.next_serial = 1
+        self.lookups = 0
+        self.query_tokens = 0
+        self.hit_tokens = 0
+        self.inserted_blocks = 0
+        self.evicted_blocks = 0
+
+    def block_size(self) -> int:
+        """R1: B, the tokens of one block."""
+        return self._block_size
+
+    # R2: block-granular contents ------------------------------------------------
+
+    def whole_block_prefixes(self, tokens: Prefix) -> list[Prefix]:
+        """R2: the prefixes of ``tokens`` that end at a block boundary, shortest first."""
+        prefixes: list[Prefix] = []
+        for index in range(arith.full_blocks(len(tokens), self._block_size)):
+            start, end = arith.block_span(index, self._block_size)
+            prefixes.append(tokens[:end])
+        return prefixes
+
+    def blocks_of(self, prefix: Prefix) -> list[BlockId]:
+        """R2: the ids of a cached prefix's blocks, in token order."""
+        blocks: list[BlockId] = []
+        for shorter in self.whole_block_prefixes(prefix):
+            blocks.append(self.block_at[shorter])
+        return blocks
+
+    def longest_cached_prefix(self, tokens: Prefix) -> Prefix:
+        """R2: the longest whole-block prefix of ``tokens`` that is cached.
+
+        Cached prefixes are closed under shortening, so the first uncached block
+        ends the search.
+        """
+        longest: Prefix = ()
+        for prefix in self.whole_block_prefixes(tokens):
+            if prefix not in self.block_at:
+                break
+            longest = prefix
+        return longest
+
+    # R3: what a match searches ----------------------------------------------------
+
+    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
+        """R3: the longest cached whole-block prefix of the usable prefix.
+
+        Only the first u = usable_prefix(n, B) tokens are searched, so the last
+        prompt token is always left to compute.  A match ending inside a node
+        splits it (R4), is one use of its path (R7) and is counted (R9).
+        """
+        prompt = as_ids(tokens, "tokens")
+        usable = arith.usable_prefix(len(prompt), self._block_size)
+        matched = self.longest_cached_prefix(prompt[:usable])
+        self.clock += 1
+        node = self.root
+        if matched:
+            node = self.node_ending_at(matched)
+            self.use_path(matched)
+        self.lookups += 1
+        self.query_tokens += len(prompt)
+        self.hit_tokens += len(matched)
+        return PrefixMatch(matched_tokens=len(matched), blocks=self.blocks_of(matched), node=node)
+
+    # R4: nodes ------------------------------------------------------------------------
+
+    def node_ending_at(self, prefix: Prefix) -> SpecNode:
+        """R4: the node ending at a cached ``prefix``, splitting a node to create it if none does.
+
+        Creating a node at a prefix is the whole of a split: the node below keeps
+        its NodeId, its locks and its last use, and now holds only the blocks
+        below the new node, because a node's blocks are those between its
+        parent's end and its own.  NodeIds are never reused.
+        """
+        existing = self.node_at.get(prefix)
+        if existing is not None:
+            return existing
+        node = SpecNode(self.issuer, self.next_serial)
+        self.next_serial += 1
+        self.node_at[prefix] = node
+        self.prefix_of[node] = prefix
+        self.own_locks[prefix] = 0
+        self.last_use[prefix] = self.clock
+        return node
+
+    def parent_end(self, prefix: Prefix) -> int:
+        """R4: where the parent of the node at ``prefix`` ends: the longest shorter node, or 0 (the root)."""
+        end = 0
+        for other in self.node_at:
+            if len(other) < len(prefix) and prefix[: len(other)] == other and len(other) > end:
+                end = len(other)
+        return end
+
+    def node_blocks(self, prefix: Prefix) -> list[BlockId]:
+        """R4: the blocks the node at ``prefix`` holds itself, in token order."""
+        start = arith.full_blocks(self.parent_end(prefix), self._block_size)
+        return self.blocks_of(prefix)[start:]
+
+    def nodes_below(self, prefix: Prefix) -> list[Prefix]:
+        """R4: the nodes whose prefix strictly extends ``prefix``."""
+        below: list[Prefix] = []
+        for other in self.node_at:
+            if len(other) > len(prefix) and other[: len(prefix)] == prefix:
+                below.append(other)
+        return below
+
+    def is_leaf(self, prefix: Prefix) -> bool:
+        """R4, R8: a node with no node below it."""
+        return not self.nodes_below(prefix)
+
+    # R5: insert ---------------------------------------------------------------------
+
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
+        """R5: cache the whole blocks of ``tokens``, one caller id per block.
+
+        Exactly full_blocks(n, B) ids, so the partial tail is refused.  Where a
+        position is cached already the cache keeps its id; a different id passed
+        there is a duplicate, handed back in position order.  An id repeated in
+        the call, or cached at another position, is refused: the caller would
+        otherwise free or share a block the cache holds.  Every check comes
+        before the first change (R10).  The returned node ends at the inserted
+        prefix (R4 a); where the insert leaves the cached path inside a node,
+        that node is split at the branch point (R4 c).  One use (R7); new blocks
+        are counted (R9).
+        """
+        prompt = as_ids(tokens, "tokens")
+        given = as_ids(blocks, "blocks")
+        positions = self.whole_block_prefixes(prompt)
+        if len(given) != len(positions):
+            raise InvalidArgument(
+                f"insert of {len(prompt)} tokens takes {len(positions)} blocks "
+                f"(one per whole block of {self._block_size}), got {len(given)}"
+            )
+        if len(set(given)) != len(given):
+            raise InvalidArgument("a block id is repeated within the call")
+        held = set(self.block_at.values())
+        for prefix, block in zip(positions, given):
+            if self.block_at.get(prefix) != block and block in held:
+                raise InvalidArgument(f"block {block} is cached at another position")
+
+        self.clock += 1
+        if not positions:
+            return Inserted(node=self.root, duplicates=[])
+        inserted = positions[-1]
+        branch_point = self.longest_cached_prefix(inserted)
+        duplicates: list[BlockId] = []
+        for prefix, block in zip(positions, given):
+            cached = self.block_at.get(prefix)
+            if cached is None:
+                self.block_at[prefix] = block
+                self.inserted_blocks += 1
+            elif cached != block:
+                duplicates.append(block)
+        if branch_point and branch_point != inserted:
+            self.node_ending_at(branch_point)
+        node = self.node_ending_at(inserted)
+        self.use_path(inserted)
+        return Inserted(node=node, duplicates=duplicates)
+
+    # R6: locks ----------------------------------------------------------------------
+
+    def prefix_of_node(self, node: NodeId) -> Prefix:
+        """R6: the prefix of a live node of this cache, or UnknownNode."""
+        if not isinstance(node, SpecNode) or node not in self.prefix_of:
+            raise UnknownNode(f"node {node!r} is not in the cache (never issued, or evicted)")
+        return self.prefix_of[node]
+
+    def lock(self, node: NodeId) -> None:
+        """R6: one more lock on ``node``; the root takes none."""
+        if node == self.root:
+            return
+        prefix = self.prefix_of_node(node)
+        self.own_locks[prefix] += 1
+
+    def unlock(self, node: NodeId) -> None:
+        """R6: one lock fewer on ``node``; NotLocked when it holds none of its own."""
+        if node == self.root:
+            return
+        prefix = self.prefix_of_node(node)
+        if self.own_locks[prefix] == 0:
+            raise NotLocked(f"node {node!r} holds no lock")
+        self.own_locks[prefix] -= 1
+
+    def is_pinned(self, prefix: Prefix) -> bool:
+        """R6: a node is pinned while it or any node below it holds a lock."""
+        if self.own_locks[prefix] > 0:
+            return True
+        for below in self.nodes_below(prefix):
+            if self.own_locks[below] > 0:
+                return True
+        return False
+
+    # R7: use ------------------------------------------------------------------------
+
+    def use_path(self, prefix: Prefix) -> None:
+        """R7: the current call is a use of every node from the root down to ``prefix``."""
+        for node_prefix in self.node_at:
+            if prefix[: len(node_prefix)] == node_prefix:
+                self.last_use[node_prefix] = self.clock
+
+    # R8: eviction ----------------------------------------------------------------------
+
+    def oldest_unpinned_leaf(self) -> Prefix | None:
+        """R8: the unpinned leaf used least recently, or None.
+
+        Nodes sharing a last use were used by one call and lie on one path, so at
+        most one of them is a leaf: there are no ties.
+        """
+        oldest: Prefix | None = None
+        for prefix in self.node_at:
+            if self.is_leaf(prefix) and not self.is_pinned(prefix):
+                if oldest is None or self.last_use[prefix] < self.last_use[oldest]:
+                    oldest = prefix
+        return oldest
+
+    def remove_leaf(self, prefix: Prefix) -> list[BlockId]:
+        """R8: remove a leaf node whole, returning its blocks in token order."""
+        freed = self.node_blocks(prefix)
+        parent_end = self.parent_end(prefix)
+        for shorter in self.whole_block_prefixes(prefix):
+            if len(shorter) > parent_end:
+                del self.block_at[shorter]
+        node = self.node_at.pop(prefix)
+        del self.prefix_of[node]
+        del self.own_locks[prefix]
+        del self.last_use[prefix]
+        return freed
+
+    def evict(self, n_blocks: int) -> list[BlockId]:
+        """R8: free whole unpinned leaves, oldest first, until ``n_blocks`` are freed or none is left.
+
+        A parent that becomes a leaf competes at its own last use.  Counted (R9).
+        """
+        wanted = as_count(n_blocks, "n_blocks")
+        freed: list[BlockId] = []
+        while len(freed) < wanted:
+            leaf = self.oldest_unpinned_leaf()
+            if leaf is None:
+                break
+            freed.extend(self.remove_leaf(leaf))
+        self.evicted_blocks += len(freed)
+        return freed
+
+    # R9: counters --------------------------------------------------------------------
+
+    def cached_blocks(self) -> int:
+        """R9: one block per cached whole-block prefix."""
+        return len(self.block_at)
+
+    def cached_tokens(self) -> int:
+        """R9: the tokens the cached blocks cover."""
+        return arith.cached_tokens(self.cached_blocks(), self._block_size)
+
+    def evictable_blocks(self) -> int:
+        """R9: the blocks of unpinned nodes, exactly what ``evict(10**9)`` would free."""
+        count = 0
+        for prefix in self.node_at:
+            if not self.is_pinned(prefix):
+                count += len(self.node_blocks(prefix))
+        return count
+
+    def stats(self) -> PrefixStats:
+        """R9: the counters."""
+        return PrefixStats(
+            lookups=self.lookups,
+            query_tokens=self.query_tokens,
+            hit_tokens=self.hit_tokens,
+            inserted_blocks=self.inserted_blocks,
+            evicted_blocks=self.evicted_blocks,
+        )
+
+    def hit_rate(self) -> float:
+        """R9: hit tokens over query tokens."""
+        return arith.hit_rate(self.hit_tokens, self.query_tokens)
+
+    # R10 holds because every public call above checks its arguments before its
+    # first change.
+
+    # R11: snapshot ---------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """R11: every node as (prefix, own blocks, own locks), by last use then prefix length."""
+        order: list[tuple[int, int, Prefix]] = []
+        for prefix in self.node_at:
+            order.append((self.last_use[prefix], len(prefix), prefix))
+        order.sort()
+        nodes: list[NodeView] = []
+        for _last_use, _length, prefix in order:
+            nodes.append(NodeView(prefix, tuple(self.node_blocks(prefix)), self.own_locks[prefix]))
+        return Snapshot(self._block_size, tuple(nodes), self.stats())
