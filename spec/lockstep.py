@@ -81,6 +81,12 @@ class Lockstep:
             raise ValueError(f"node {node!r} was not returned by any call made through this lockstep")
         return name
 
+    def target_node(self, handle: str) -> NodeId | None:
+        """The target's NodeId behind a trace handle (None without a target)."""
+        if self._target_runner is None:
+            return None
+        return self._target_runner.node_by_name.get(handle)
+
     def perform(self, call: Call) -> object:
         """Make ``call`` on both caches, compare, and return the reference's result."""
         expected = self._reference_runner.run(call)

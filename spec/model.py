@@ -80,7 +80,7 @@ def as_id(value: object, what: str) -> int:
 
 def as_ids(values: object, what: str) -> tuple[int, ...]:
     """R1: a sequence of ids as a tuple of ints, or InvalidArgument."""
-    if not isinstance(values, Sequence) or isinstance(values, (str, bytes)):
+    if not isinstance(values, Sequence) or isinstance(values, str):
         raise InvalidArgument(f"{what} must be a sequence of ints, got {type(values).__name__}")
     checked: list[int] = []
     for value in values:

@@ -1,0 +1,5 @@
+"""The optimised prefix cache, checked against the specification in ``spec``."""
+
+from impl.cache import RadixCache
+
+__all__ = ["RadixCache"]

@@ -1,0 +1,301 @@
+"""``RadixCache``: the rules R1-R11 of the prefix cache on top of ``impl.radix``.
+
+Every call validates all of its arguments before it changes anything (R10),
+then drives the tree.  The logical clock is per cache and advances once per
+successful ``match_prefix`` or ``insert``; nothing reads the wall clock.
+"""
+
+from __future__ import annotations
+
+import operator
+import reprlib
+from array import array
+from collections.abc import Sequence
+
+from impl.blocks import cached_tokens, full_blocks, hit_rate, segment_blocks, usable_prefix
+from impl.radix import TOKEN_TYPECODE, RadixTree
+from spec.api import (
+    BlockId,
+    Inserted,
+    InvalidArgument,
+    NodeId,
+    NodeView,
+    NotLocked,
+    PrefixMatch,
+    PrefixStats,
+    Snapshot,
+    UnknownNode,
+)
+
+
+def _id_array(values: object, what: str) -> array[int]:
+    """``values`` as an ``array('I')``, or InvalidArgument (R1).
+
+    ``values`` must be a sequence (not a str) of values ``operator.index``
+    accepts, each in [0, 2**32); the array constructor checks every item in C.
+    A bytes-like sequence counts as its items, not as raw machine words.
+
+    Runtime complexity: O(len(values)), in C for a list or a tuple.
+    """
+    source: Sequence[int]
+    if isinstance(values, (list, tuple)):
+        source = values
+    elif isinstance(values, (bytes, bytearray)):
+        # array() would read a bytes initializer as raw machine words.
+        source = list(values)
+    elif isinstance(values, Sequence) and not isinstance(values, str):
+        source = values
+    else:
+        raise InvalidArgument(f"{what} must be a sequence of integers, not {type(values).__name__}")
+    try:
+        return array(TOKEN_TYPECODE, source)
+    except (TypeError, OverflowError) as exc:
+        raise InvalidArgument(f"{what} must hold integers in [0, 2**32): {exc}") from exc
+
+
+class RadixCache:
+    """A block-granular prefix cache (R1-R11), as SGLang's RadixCache or vLLM's
+    automatic prefix caching, with NodeIds that are the tree's node objects.
+
+    A NodeId is checked on every use to be a live node of this very cache, so
+    an evicted node, another cache's node or any other value is an UnknownNode.
+    """
+
+    def __init__(self, block_size: int) -> None:
+        """An empty cache of ``block_size`` tokens a block (R1).
+
+        ``block_size`` is any value ``operator.index`` accepts, at least 1;
+        anything else raises InvalidArgument.
+
+        Runtime complexity: O(1).
+        """
+        try:
+            size = operator.index(block_size)
+        except TypeError as exc:
+            raise InvalidArgument(f"block_size must be an integer, not {type(block_size).__name__}") from exc
+        if size < 1:
+            raise InvalidArgument(f"block_size must be at least 1, got {size}")
+        self._block_size = size
+        self._tree = RadixTree(size)
+        self._clock = 0
+        self._lookups = 0
+        self._query_tokens = 0
+        self._hit_tokens = 0
+        self._inserted_blocks = 0
+        self._evicted_blocks = 0
+
+    @property
+    def root(self) -> NodeId:
+        """The node of the empty prefix; locking it does nothing (R6)."""
+        return self._tree.root
+
+    def block_size(self) -> int:
+        """Tokens per KV block, B (R1). Runtime complexity: O(1)."""
+        return self._block_size
+
+    def tree(self) -> RadixTree:
+        """The radix tree behind the cache, for inspection only. Runtime complexity: O(1)."""
+        return self._tree
+
+    # -------------------------------------------------------------- matching
+
+    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
+        """The longest cached whole-block prefix of the usable prefix of ``tokens``
+        (R1, R3, R4, R7, R9).
+
+        All tokens are validated (R1), but only the first
+        ``usable_prefix(n, B)`` are searched, so the last token is always left
+        to compute (R3).  A match ending inside a node splits it there (R4) and
+        the returned node ends exactly at the match; every node from the root
+        down to it is used now (R7).
+
+        Runtime complexity: O(n) in C to read the tokens, plus O(d + m / B +
+        log s) Python steps for a match through d nodes of m tokens (see
+        ``RadixTree.descend``); no Python step per token.
+        """
+        query = _id_array(tokens, "tokens")
+        n_tokens = len(query)
+        tree = self._tree
+        path, partial, matched = tree.descend(query.tobytes(), usable_prefix(n_tokens, self._block_size))
+        if partial is not None:
+            path.append(tree.split(partial, matched))
+        self._clock += 1
+        tree.touch(path, self._clock)
+        blocks: list[BlockId] = []
+        for node in path:
+            blocks.extend(node.blocks)
+        self._lookups += 1
+        self._query_tokens += n_tokens
+        self._hit_tokens += matched
+        return PrefixMatch(matched, blocks, path[-1] if path else tree.root)
+
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
+        """Cache the whole blocks of ``tokens`` with ``blocks[i]`` for tokens
+        ``[iB, (i+1)B)`` (R1, R2, R4, R5, R7, R9, R10).
+
+        ``blocks`` must hold exactly ``n // B`` distinct ids (none for the
+        partial tail, which is never stored).  Where a position is already
+        cached the cache keeps its block: a different id passed there is
+        returned in ``duplicates`` for the caller to free, the cached id itself
+        nowhere; an id cached at another position is refused.  The rest is
+        stored in one new leaf, below a node split where the insert leaves the
+        cached path inside it (R4).  Returns the node ending at the inserted
+        prefix, ``root`` (and no change) when ``n < B``.
+
+        Runtime complexity: O(n) in C, plus O(d + k + log s) Python steps for
+        a cached path of d nodes and k blocks (see ``RadixTree.descend``).
+        """
+        query = _id_array(tokens, "tokens")
+        new_ids = _id_array(blocks, "blocks").tolist()
+        block_size = self._block_size
+        n_blocks = full_blocks(len(query), block_size)
+        if len(new_ids) != n_blocks:
+            raise InvalidArgument(f"{len(query)} tokens need exactly {n_blocks} blocks, got {len(new_ids)}")
+        if len(set(new_ids)) != n_blocks:
+            raise InvalidArgument("blocks repeats an id")
+        tree = self._tree
+        if n_blocks == 0:
+            return Inserted(tree.root, [])
+        buffer = query.tobytes()
+        path, partial, matched = tree.descend(buffer, n_blocks * block_size)
+        held: list[BlockId] = []
+        for node in path:
+            held.extend(node.blocks)
+        if partial is not None:
+            held.extend(partial.blocks[: segment_blocks(partial.parent.end, matched, block_size)])
+        clashes = tree.stored_ids.intersection(new_ids)
+        if clashes:
+            clashes.difference_update(new for new, kept in zip(new_ids, held) if new == kept)
+            if clashes:
+                raise InvalidArgument(f"blocks {sorted(clashes)} are already cached at another position")
+        duplicates = [new for new, kept in zip(new_ids, held) if new != kept]
+
+        self._clock += 1
+        if partial is not None:
+            path.append(tree.split(partial, matched))
+        fresh = new_ids[len(held) :]
+        if fresh:
+            path.append(tree.add_leaf(path[-1] if path else tree.root, buffer, fresh, self._clock))
+        self._inserted_blocks += len(fresh)
+        tree.touch(path, self._clock)
+        return Inserted(path[-1], duplicates)
+
+    # ----------------------------------------------------------------- locks
+
+    def lock(self, node: NodeId) -> None:
+        """Add one lock to ``node``, pinning it and its whole prefix (R6).
+
+        ``root`` does nothing; anything that is not a live node of this cache
+        raises UnknownNode.
+
+        Runtime complexity: O(depth of node).
+        """
+        tree = self._tree
+        if node is tree.root:
+            return
+        if not tree.owns(node):
+            raise UnknownNode(f"{reprlib.repr(node)} is not a live node of this cache")
+        tree.add_lock(node)
+
+    def unlock(self, node: NodeId) -> None:
+        """Remove one lock of ``node``'s own (R6).
+
+        ``root`` does nothing; a node holding no lock of its own raises
+        NotLocked; anything that is not a live node of this cache raises
+        UnknownNode.
+
+        Runtime complexity: O(depth of node).
+        """
+        tree = self._tree
+        if node is tree.root:
+            return
+        if not tree.owns(node):
+            raise UnknownNode(f"{reprlib.repr(node)} is not a live node of this cache")
+        if node.locks == 0:
+            raise NotLocked(f"{node!r} holds no lock of its own")
+        tree.remove_lock(node)
+
+    # -------------------------------------------------------------- eviction
+
+    def evict(self, n_blocks: int) -> list[BlockId]:
+        """Free at least ``n_blocks`` blocks, whole unpinned leaves, least recently
+        used first, or every unpinned block if there are fewer (R8).
+
+        ``n_blocks`` is a value ``operator.index`` accepts, at least 0.
+        Returns the freed ids leaf by leaf in eviction order, each leaf's in
+        token order.
+
+        Runtime complexity: O(k + l log q) amortised for k blocks freed from l
+        leaves, q the LRU queue's entries; independent of the leaves kept.
+        """
+        try:
+            wanted = operator.index(n_blocks)
+        except TypeError as exc:
+            raise InvalidArgument(f"n_blocks must be an integer, not {type(n_blocks).__name__}") from exc
+        if wanted < 0:
+            raise InvalidArgument(f"n_blocks must be at least 0, got {wanted}")
+        tree = self._tree
+        freed: list[BlockId] = []
+        while len(freed) < wanted:
+            leaf_blocks = tree.evict_lru_leaf()
+            if leaf_blocks is None:
+                break
+            freed.extend(leaf_blocks)
+        self._evicted_blocks += len(freed)
+        return freed
+
+    # -------------------------------------------------------------- counters
+
+    def cached_tokens(self) -> int:
+        """Tokens covered by cached blocks: ``cached_blocks() * B`` (R9). Runtime complexity: O(1)."""
+        return cached_tokens(self._tree.cached_blocks, self._block_size)
+
+    def cached_blocks(self) -> int:
+        """Blocks the cache holds (R9). Runtime complexity: O(1)."""
+        return self._tree.cached_blocks
+
+    def evictable_blocks(self) -> int:
+        """Cached blocks of unpinned nodes: what ``evict(10**9)`` would free (R9).
+
+        Runtime complexity: O(1).
+        """
+        return self._tree.evictable_blocks
+
+    def stats(self) -> PrefixStats:
+        """The monotone counters (R9). Runtime complexity: O(1)."""
+        return PrefixStats(
+            lookups=self._lookups,
+            query_tokens=self._query_tokens,
+            hit_tokens=self._hit_tokens,
+            inserted_blocks=self._inserted_blocks,
+            evicted_blocks=self._evicted_blocks,
+        )
+
+    def hit_rate(self) -> float:
+        """hit_tokens / query_tokens, 0.0 before any query token (R9). Runtime complexity: O(1)."""
+        return hit_rate(self._hit_tokens, self._query_tokens)
+
+    # ------------------------------------------------------------ inspection
+
+    def snapshot(self) -> Snapshot:
+        """The canonical state (R11): every non-root node as a NodeView, oldest
+        last use first, a call's nodes (one path) shortest prefix first.
+
+        Runtime complexity: O(sum of the prefix lengths + N log N) for N nodes.
+        """
+        ordered: list[tuple[int, int, NodeView]] = []
+        for node, prefix in self._tree.prefixes():
+            ordered.append((node.last_use, len(prefix), NodeView(prefix, tuple(node.blocks), node.locks)))
+        ordered.sort(key=lambda entry: (entry[0], entry[1]))
+        return Snapshot(self._block_size, tuple(view for _, _, view in ordered), self.stats())
+
+    def check_invariants(self) -> None:
+        """Assert the tree's invariants and those tying the counters to it.
+
+        Runtime complexity: that of ``RadixTree.check_invariants``; for tests.
+        """
+        self._tree.check_invariants()
+        assert self._inserted_blocks - self._evicted_blocks == self._tree.cached_blocks, "blocks in = blocks held"
+        assert 0 <= self._hit_tokens <= self._query_tokens, "hit tokens within query tokens"
+        assert self._hit_tokens % self._block_size == 0, "hits are whole blocks"
+        assert all(node.last_use <= self._clock for node, _ in self._tree.prefixes()), "uses are in the past"

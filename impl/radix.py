@@ -1,0 +1,446 @@
+"""A block-granular radix tree with lock pins and an LRU queue of evictable leaves.
+
+This module holds the tree mechanics only: finding the longest stored prefix of
+a query, splitting a node at a block boundary, adding and removing leaves,
+counting locks, recording uses and keeping the least recently used evictable
+leaf at hand.  The rules of the cache API (validation, duplicates, counters,
+what a call returns) live in ``impl.cache``.
+
+Tokens are handled as the native bytes of an ``array('I')`` (4 bytes a token):
+a query is converted once, and whole segments are then compared with
+``bytes.startswith`` at an offset, in C and without copying, so no Python code
+ever runs per token.
+
+The tree never recurses: a 100,000-token prompt at block size 1 may make it
+100,000 nodes deep.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from heapq import heapify, heappop, heappush
+from typing import TypeGuard
+
+from impl.blocks import block_span, segment_blocks
+
+TOKEN_TYPECODE = "I"
+"""The array typecode of tokens and block ids: unsigned, 4 bytes, so converting
+to it checks R1's range [0, 2**32) in C."""
+
+TOKEN_BYTES = array(TOKEN_TYPECODE).itemsize
+if TOKEN_BYTES != 4:
+    raise ImportError(f"array('{TOKEN_TYPECODE}') holds {TOKEN_BYTES} bytes here; R1 needs exactly 4")
+
+QueueEntry = tuple[int, int, "Node"]
+"""(last_use, seq, leaf): seq is unique, so entries never compare their nodes."""
+
+
+class Node:
+    """One node of the tree: the whole blocks of a cached prefix past its parent's end.
+
+    A node object is its own NodeId: it is hashable by identity and never reused.
+    Every attribute is read only outside ``RadixTree``.
+
+    - ``owner``: the tree holding the node, ``None`` once it is evicted.
+    - ``parent``: the node above; the root is its own parent.
+    - ``segment``: the node's own tokens as native ``'I'`` bytes, whole blocks.
+    - ``blocks``: one block id per block of ``segment``, in token order.
+    - ``end``: the length in tokens of the prefix ending at this node.
+    - ``children``: the nodes below, keyed by the bytes of their first block.
+    - ``locks``: the node's own lock count.
+    - ``pins``: the locks held in the subtree rooted here, own ones included;
+      the node is pinned while this is positive.
+    - ``last_use``: the logical time of the last use of this node.
+    - ``queue_seq``: the seq of the node's live LRU queue entry, -1 when none;
+      exactly the unpinned leaves have one.
+    """
+
+    __slots__ = (
+        "owner",
+        "parent",
+        "segment",
+        "blocks",
+        "end",
+        "children",
+        "locks",
+        "pins",
+        "last_use",
+        "queue_seq",
+    )
+
+    def __init__(
+        self,
+        owner: RadixTree | None,
+        parent: Node | None,
+        segment: bytes,
+        blocks: list[int],
+        end: int,
+        last_use: int,
+    ) -> None:
+        self.owner = owner
+        self.parent: Node = self if parent is None else parent
+        self.segment = segment
+        self.blocks = blocks
+        self.end = end
+        self.children: dict[bytes, Node] = {}
+        self.locks = 0
+        self.pins = 0
+        self.last_use = last_use
+        self.queue_seq = -1
+
+    def __repr__(self) -> str:
+        if self.parent is self:
+            return "<Node root>"
+        state = "live" if self.owner is not None else "evicted"
+        return f"<Node {state} end={self.end} blocks={len(self.blocks)} locks={self.locks}>"
+
+
+class RadixTree:
+    """The tree of cached prefixes of one cache, with pins and an LRU queue.
+
+    Public counters, read only outside the tree, kept exact by every method:
+    ``cached_blocks`` (blocks held), ``evictable_blocks`` (blocks of unpinned
+    nodes) and ``stored_ids`` (the set of block ids held).
+
+    The LRU queue is a heap of ``(last_use, seq, leaf)`` entries with lazy
+    deletion: an entry is live while ``leaf.queue_seq == seq``.  Stale entries
+    are dropped when popped, and the heap is rebuilt from its live entries as
+    soon as stale ones outnumber them, so it never holds more than twice the
+    unpinned leaves and eviction never scans every leaf.
+    """
+
+    def __init__(self, block_size: int) -> None:
+        """An empty tree for ``block_size`` tokens a block (>= 1; the caller checks R1).
+
+        Runtime complexity: O(1).
+        """
+        self.block_size = block_size
+        self._block_bytes = block_size * TOKEN_BYTES
+        self.root = Node(self, None, b"", [], 0, 0)
+        self.cached_blocks = 0
+        self.evictable_blocks = 0
+        self.stored_ids: set[int] = set()
+        self._queue: list[QueueEntry] = []
+        self._stale = 0
+        self._last_seq = -1
+
+    # ------------------------------------------------------------------ lookup
+
+    def owns(self, node: object) -> TypeGuard[Node]:
+        """Whether ``node`` is a live node of this tree (the root included).
+
+        Anything else (evicted, of another tree, not a node) gives False.
+        Runtime complexity: O(1).
+        """
+        return isinstance(node, Node) and node.owner is self
+
+    def descend(self, query: bytes, limit: int) -> tuple[list[Node], Node | None, int]:
+        """Follow ``query`` from the root as far as the tree holds its whole blocks.
+
+        ``query`` holds tokens as native ``'I'`` bytes; only its first ``limit``
+        tokens are searched (a multiple of the block size).  Returns
+        ``(path, partial, matched)``: ``path`` lists the nodes whose whole
+        segments match, top down, root excluded; ``partial`` is the child in
+        which the match ends strictly inside (its first ``matched`` tokens of
+        prefix match, but not all of it), or None when the match ends at the
+        end of ``path``'s last node; ``matched`` is the length in tokens of the
+        longest held whole-block prefix of ``query[:limit]``.  Changes nothing.
+
+        Runtime complexity: O(d + m / B + log s) Python steps for a match
+        through d nodes, m matched tokens compared in C, and a split point
+        found in a segment of s blocks.
+        """
+        # Byte offsets rather than a block_span() call per node: benchmark:
+        # bench/ match vs read floor (issue 7), 2,000 tokens through 16 nodes
+        # went from 4.7 to 3.7 us.
+        step = self._block_bytes
+        limit_bytes = limit * TOKEN_BYTES
+        path: list[Node] = []
+        node = self.root
+        offset = 0
+        while offset + step <= limit_bytes:
+            child = node.children.get(query[offset : offset + step])
+            if child is None:
+                break
+            if not query.startswith(child.segment, offset, limit_bytes):
+                agreeing = self._agreeing_blocks(child.segment, query, offset, limit_bytes)
+                return path, child, offset // TOKEN_BYTES + agreeing * self.block_size
+            path.append(child)
+            offset += len(child.segment)
+            node = child
+        return path, None, offset // TOKEN_BYTES
+
+    def _agreeing_blocks(self, segment: bytes, query: bytes, offset: int, limit_bytes: int) -> int:
+        """The leading whole blocks of ``segment`` equal to ``query[offset:limit_bytes]``,
+        given that the first block is.
+
+        A binary search over prefixes rather than a scan block by block, so a
+        mismatch deep in a long segment (block size 1) costs O(log s) steps.
+
+        Runtime complexity: O(log s) Python steps and O(len(segment) log s)
+        bytes compared in C, for a segment of s blocks.
+        """
+        view = memoryview(segment)
+        agreeing = 1
+        bound = min(len(segment), limit_bytes - offset) // self._block_bytes
+        while agreeing < bound:
+            middle = (agreeing + bound + 1) // 2
+            _, middle_end = block_span(middle - 1, self.block_size)
+            if query.startswith(view[: middle_end * TOKEN_BYTES], offset):
+                agreeing = middle
+            else:
+                bound = middle - 1
+        return agreeing
+
+    # ----------------------------------------------------------------- shape
+
+    def split(self, node: Node, at: int) -> Node:
+        """Split ``node`` where its prefix reaches ``at`` tokens; return the new upper node (R4).
+
+        ``at`` lies strictly inside ``node`` on a block boundary.  ``node``
+        keeps its identity, its blocks below the split, its own locks and its
+        last use; the upper node takes the blocks above, holds no lock of its
+        own, is pinned exactly when ``node`` is, and starts at ``node``'s last
+        use (the caller records the use of the path it lies on).  Counters and
+        the LRU queue are unchanged: no block changes pinned state and no leaf
+        appears or disappears.
+
+        Runtime complexity: O(1) Python steps, O(len(node.segment)) bytes copied.
+        """
+        parent = node.parent
+        kept = segment_blocks(parent.end, at, self.block_size)
+        cut = kept * self._block_bytes
+        upper = Node(self, parent, node.segment[:cut], node.blocks[:kept], at, node.last_use)
+        upper.pins = node.pins
+        parent.children[upper.segment[: self._block_bytes]] = upper
+        node.segment = node.segment[cut:]
+        node.blocks = node.blocks[kept:]
+        node.parent = upper
+        upper.children[node.segment[: self._block_bytes]] = node
+        return upper
+
+    def add_leaf(self, parent: Node, query: bytes, blocks: list[int], last_use: int) -> Node:
+        """Add a leaf below ``parent`` holding ``blocks`` for the tokens of ``query`` past ``parent``.
+
+        ``query`` holds tokens as native ``'I'`` bytes; the leaf's segment is
+        its tokens ``[parent.end, parent.end + len(blocks) * B)``, none of whose
+        blocks is held below ``parent`` yet, and ``blocks`` are ids the tree
+        does not hold.  The leaf has no lock and last use ``last_use``; a
+        parent that was a leaf stops being one, even at the end of a leaf (R4).
+
+        Runtime complexity: O(len(blocks)) in C, O(1) Python steps.
+        """
+        end = parent.end + len(blocks) * self.block_size
+        segment = query[parent.end * TOKEN_BYTES : end * TOKEN_BYTES]
+        leaf = Node(self, parent, segment, blocks, end, last_use)
+        self._dequeue(parent)
+        parent.children[segment[: self._block_bytes]] = leaf
+        self.cached_blocks += len(blocks)
+        self.evictable_blocks += len(blocks)
+        self.stored_ids.update(blocks)
+        self._enqueue(leaf)
+        return leaf
+
+    def evict_lru_leaf(self) -> list[int] | None:
+        """Remove the unpinned leaf with the oldest last use; return its blocks in token order.
+
+        None when no unpinned leaf is left.  A parent that becomes an unpinned
+        leaf joins the queue at its own last use (R8).
+
+        Runtime complexity: O(log q) amortised, q the entries of the LRU queue.
+        """
+        queue = self._queue
+        while queue:
+            _, seq, leaf = heappop(queue)
+            if leaf.queue_seq == seq:
+                break
+            self._stale -= 1
+        else:
+            return None
+        leaf.queue_seq = -1
+        parent = leaf.parent
+        del parent.children[leaf.segment[: self._block_bytes]]
+        leaf.owner = None
+        self.cached_blocks -= len(leaf.blocks)
+        self.evictable_blocks -= len(leaf.blocks)
+        self.stored_ids.difference_update(leaf.blocks)
+        if parent is not self.root and not parent.children and parent.pins == 0:
+            self._enqueue(parent)
+        self._compact_if_stale()
+        return leaf.blocks
+
+    # ------------------------------------------------------------ locks, use
+
+    def add_lock(self, node: Node) -> None:
+        """Add one own lock to the non-root ``node``, pinning it and every node above.
+
+        Runtime complexity: O(depth of node) Python steps.
+        """
+        node.locks += 1
+        root = self.root
+        walker = node
+        while walker is not root:
+            walker.pins += 1
+            if walker.pins == 1:
+                self.evictable_blocks -= len(walker.blocks)
+                self._dequeue(walker)
+            walker = walker.parent
+
+    def remove_lock(self, node: Node) -> None:
+        """Remove one own lock from the non-root ``node`` (which holds one).
+
+        Nodes left with no lock in their subtree become evictable again; a leaf
+        among them joins the LRU queue at its own last use.
+
+        Runtime complexity: O(depth of node) Python steps.
+        """
+        node.locks -= 1
+        root = self.root
+        walker = node
+        while walker is not root:
+            walker.pins -= 1
+            if walker.pins == 0:
+                self.evictable_blocks += len(walker.blocks)
+                if not walker.children:
+                    self._enqueue(walker)
+            walker = walker.parent
+
+    def touch(self, path: list[Node], clock: int) -> None:
+        """Record a use at time ``clock`` of every node of ``path`` (R7).
+
+        ``path`` runs from below the root down, and ``clock`` is later than
+        every last use in the tree or equal to the last use of nodes added at
+        this time.  Only the last node can be a leaf, so at most one queue
+        entry changes.
+
+        Runtime complexity: O(len(path) + log q) Python steps.
+        """
+        if not path:
+            return
+        last = path[-1]
+        requeue = last.queue_seq >= 0 and last.last_use != clock
+        for node in path:
+            node.last_use = clock
+        if requeue:
+            self._enqueue(last)
+
+    # ------------------------------------------------------------- LRU queue
+
+    def _enqueue(self, leaf: Node) -> None:
+        """Give the unpinned ``leaf`` one live queue entry at its current last use.
+
+        Runtime complexity: O(log q) amortised.
+        """
+        self._dequeue(leaf)
+        self._last_seq += 1
+        leaf.queue_seq = self._last_seq
+        heappush(self._queue, (leaf.last_use, self._last_seq, leaf))
+
+    def _dequeue(self, node: Node) -> None:
+        """Make ``node``'s queue entry stale, if it has one.
+
+        Runtime complexity: O(1) amortised.
+        """
+        if node.queue_seq >= 0:
+            node.queue_seq = -1
+            self._stale += 1
+            self._compact_if_stale()
+
+    def _compact_if_stale(self) -> None:
+        """Rebuild the heap from its live entries once stale ones outnumber them.
+
+        Runtime complexity: O(q) when it rebuilds, which pays for the more than
+        q/2 stale entries it drops: O(1) amortised.
+        """
+        queue = self._queue
+        if 2 * self._stale > len(queue):
+            queue[:] = [entry for entry in queue if entry[2].queue_seq == entry[1]]
+            heapify(queue)
+            self._stale = 0
+
+    # ------------------------------------------------------------ inspection
+
+    def prefixes(self) -> Iterator[tuple[Node, tuple[int, ...]]]:
+        """Every non-root node with its whole prefix of tokens, parents before children.
+
+        Runtime complexity: O(sum of the prefix lengths), iterative.
+        """
+        stack: list[tuple[Node, tuple[int, ...]]] = [(self.root, ())]
+        while stack:
+            node, prefix = stack.pop()
+            for child in node.children.values():
+                child_prefix = prefix + tuple(array(TOKEN_TYPECODE, child.segment))
+                yield child, child_prefix
+                stack.append((child, child_prefix))
+
+    def check_invariants(self) -> None:
+        """Assert every structural fact of the tree; AssertionError names the first broken one.
+
+        Checked: parent links, child keys, segment and block lengths, prefix
+        ends, ownership, pins equal to the locks of the subtree, the counters
+        and the set of held ids recomputed from the nodes, one owner per block
+        id, parents used no earlier than their children, distinct last uses
+        among leaves, and an LRU queue whose live entries are exactly the
+        unpinned leaves at their last use, with no more stale entries than live
+        ones.
+
+        Runtime complexity: O(total tokens + q log q); meant for tests.
+        """
+        root = self.root
+        step = self._block_bytes
+        assert root.owner is self and root.parent is root, "root links"
+        assert root.segment == b"" and root.blocks == [] and root.end == 0, "root holds nothing"
+        assert root.locks == 0 and root.pins == 0 and root.queue_seq == -1, "root is never locked or queued"
+        preorder: list[Node] = []
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            preorder.append(node)
+            for key, child in node.children.items():
+                assert child.owner is self, f"{child!r} is owned by this tree"
+                assert child.parent is node, f"{child!r} links to its parent"
+                assert child.blocks, f"{child!r} holds at least one block"
+                assert len(child.segment) == len(child.blocks) * step, f"{child!r} has one block per B tokens"
+                assert key == child.segment[:step], f"{child!r} is keyed by its first block"
+                assert segment_blocks(node.end, child.end, self.block_size) == len(child.blocks), f"{child!r} end"
+                assert child.end == node.end + len(child.blocks) * self.block_size, f"{child!r} end"
+                assert child.locks >= 0, f"{child!r} lock count"
+                assert node is root or node.last_use >= child.last_use, f"{child!r} used after its parent"
+                stack.append(child)
+        cached = 0
+        evictable = 0
+        ids: set[int] = set()
+        unpinned_leaves: set[Node] = set()
+        leaf_uses: list[int] = []
+        for node in reversed(preorder):
+            if node is root:
+                continue
+            subtree_locks = node.locks + sum(child.pins for child in node.children.values())
+            assert node.pins == subtree_locks, f"{node!r} pins {node.pins} != {subtree_locks}"
+            cached += len(node.blocks)
+            if node.pins == 0:
+                evictable += len(node.blocks)
+            ids.update(node.blocks)
+            if not node.children:
+                leaf_uses.append(node.last_use)
+            if not node.children and node.pins == 0:
+                unpinned_leaves.add(node)
+                assert node.queue_seq >= 0, f"unpinned leaf {node!r} is queued"
+            else:
+                assert node.queue_seq == -1, f"{node!r} is queued but is no unpinned leaf"
+        assert len(ids) == cached, "a block id is held at two positions"
+        assert ids == self.stored_ids, "stored_ids matches the nodes"
+        assert cached == self.cached_blocks, f"cached_blocks {self.cached_blocks} != {cached}"
+        assert evictable == self.evictable_blocks, f"evictable_blocks {self.evictable_blocks} != {evictable}"
+        assert len(set(leaf_uses)) == len(leaf_uses), "leaves have distinct last uses"
+        queue = self._queue
+        live = [entry for entry in queue if entry[2].queue_seq == entry[1]]
+        assert len(live) == len(unpinned_leaves), "one live queue entry per unpinned leaf"
+        assert {entry[2] for entry in live} == unpinned_leaves, "live queue entries are the unpinned leaves"
+        assert all(use == leaf.last_use for use, _, leaf in live), "queue entries carry the last use"
+        assert len(queue) - len(live) == self._stale, "stale entry count"
+        assert self._stale <= len(live), "stale entries never outnumber live ones"
+        assert len({entry[1] for entry in queue}) == len(queue), "queue seqs are unique"
+        assert all(entry[1] <= self._last_seq for entry in queue), "queue seqs were issued"
+        assert all(queue[(i - 1) // 2] <= queue[i] for i in range(1, len(queue))), "heap order"

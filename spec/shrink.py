@@ -1,0 +1,106 @@
+"""Counterexamples: replay calls on the spec and a target side by side, and cut them to the fewest.
+
+A counterexample is a list of trace calls on which the target disagrees with
+the spec (a result, an error, or the snapshot after a call).  ``minimise``
+removes calls by delta debugging until every call left is needed: removing
+any one of them makes the disagreement disappear.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from spec.api import PrefixCache, PrefixCacheError
+from spec.lockstep import Disagreement, Lockstep
+from spec.model import SpecCache
+from spec.trace import HANDLE_OPS, Call, Trace
+
+CacheFactory = Callable[[int], PrefixCache]
+
+
+def handles_resolve(calls: Sequence[Call]) -> bool:
+    """Every lock and unlock names a node that an earlier call in ``calls`` returned."""
+    named = {"root"}
+    for call in calls:
+        if call.op in HANDLE_OPS and call.handle not in named:
+            return False
+        if call.name:
+            named.add(call.name)
+    return True
+
+
+def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFactory) -> Disagreement | None:
+    """Run ``calls`` on a fresh spec and a fresh target in lockstep; the first disagreement, or None."""
+    pair = Lockstep(SpecCache(block_size), target(block_size))
+    for call in calls:
+        try:
+            pair.perform(call)
+        except Disagreement as disagreement:
+            return disagreement
+        except PrefixCacheError:
+            pass  # both refused the call alike
+    return None
+
+
+def minimise(
+    block_size: int, calls: Sequence[Call], target: CacheFactory, *, time_budget: float = 60.0
+) -> tuple[list[Call], Disagreement]:
+    """The fewest calls, kept in order, on which ``target`` still disagrees with the spec.
+
+    ``calls`` must disagree to begin with.  Delta debugging (complements of
+    ever smaller chunks), then single removals until none helps; every kept
+    run is cut just after its disagreement.  Stops improving after
+    ``time_budget`` seconds and returns the best found so far.
+    """
+    found = first_disagreement(block_size, calls, target)
+    if found is None:
+        raise ValueError("the calls do not make the target disagree with the spec")
+    best = list(calls[: len(found.trace.steps)])
+    deadline = time.monotonic() + time_budget
+
+    def still_fails(candidate: list[Call]) -> bool:
+        nonlocal best, found
+        if not candidate or not handles_resolve(candidate):
+            return False
+        disagreement = first_disagreement(block_size, candidate, target)
+        if disagreement is None:
+            return False
+        best = candidate[: len(disagreement.trace.steps)]
+        found = disagreement
+        return True
+
+    chunks = 2
+    while len(best) >= 2 and time.monotonic() < deadline:
+        size = max(1, len(best) // chunks)
+        reduced = False
+        for start in range(0, len(best), size):
+            if still_fails(best[:start] + best[start + size :]):
+                chunks = max(chunks - 1, 2)
+                reduced = True
+                break
+        if not reduced:
+            if size == 1:
+                break
+            chunks = min(len(best), chunks * 2)
+
+    changed = True
+    while changed and time.monotonic() < deadline:
+        changed = False
+        for index in range(len(best) - 1, -1, -1):
+            if index < len(best) and still_fails(best[:index] + best[index + 1 :]):
+                changed = True
+    return best, found
+
+
+def counterexample_trace(block_size: int, calls: Sequence[Call], disagreement: Disagreement, title: str) -> Trace:
+    """The calls with the spec's results as expectations, and the disagreement in the header."""
+    trace = Trace(block_size, list(disagreement.trace.steps[: len(calls)]))
+    trace.comments = [
+        title,
+        f"{len(calls)} calls; the last one shows the disagreement ({disagreement.kind}):",
+        f"  spec:  {disagreement.expected}",
+        f"  cache: {disagreement.got}",
+        "Reproduce with: prefixspec replay THIS_FILE --target MODULE:FACTORY",
+    ]
+    return trace

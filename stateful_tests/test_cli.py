@@ -1,0 +1,89 @@
+"""The command line: a broken cache fails with a short counterexample that replay reproduces; bad usage is one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spec.cli import main
+from spec.trace import read_trace
+
+BROKEN = "stateful_tests.broken_caches:lock_pins_nothing"
+
+
+def test_check_fails_a_lock_that_pins_nothing_with_a_short_reproducible_counterexample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report_file = tmp_path / "report.json"
+    status = main(["check", BROKEN, "--quiet", "--out", str(tmp_path), "--json", str(report_file)])
+    output = capsys.readouterr().out
+    assert status == 1
+    assert "FAILED" in output
+    report = json.loads(report_file.read_text())
+    assert report["result"] == "failed"
+    machines = {stage["name"]: stage for stage in report["stages"]}
+    for name in ("call machine", "engine machine"):
+        stage = machines[name]
+        assert not stage["passed"]
+        trace_file = stage["counterexample"]
+        assert trace_file is not None
+        trace = read_trace(trace_file)
+        assert 1 <= len(trace.steps) <= 15
+        assert stage["counterexample_calls"] == len(trace.steps)
+        # The trace reproduces outside Hypothesis: the broken cache fails it, the real one passes it.
+        assert main(["replay", trace_file, "--target", BROKEN]) == 1
+        assert "disagrees with the spec" in capsys.readouterr().out
+        assert main(["replay", trace_file, "--target", "impl:RadixCache"]) == 0
+        assert main(["replay", trace_file]) == 0
+
+
+def test_check_passes_the_implementation_in_a_short_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["check", "impl:RadixCache", "--quiet", "--profile", "dev", "--steps", "300", "--seed", "7", "--out", str(tmp_path)])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    assert "result: PASSED" in output
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("target", "words"),
+    [
+        ("no_such_module_xyz:factory", "cannot import"),
+        ("impl", "module:factory"),
+        ("impl:NoSuchFactory", "has no attribute"),
+        ("spec.api:ID_LIMIT", "not a callable"),
+        ("builtins:str", "lacks"),
+        ("spec.model:as_id", "raised"),
+    ],
+)
+def test_a_bad_target_is_one_line_and_exit_2(target: str, words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", target, "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert words in error
+    assert error.count("\n") == 1 and "Traceback" not in error
+
+
+def test_a_bad_trace_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.trace"
+    bad.write_text("prefixspec-trace 1\nblock_size 2\nn1 = match [1 2\n")
+    assert main(["replay", str(bad)]) == 2
+    assert "line 3" in capsys.readouterr().err
+    assert main(["replay", str(tmp_path / "missing.trace")]) == 2
+    assert "No such file" in capsys.readouterr().err
+
+
+def test_replay_reports_a_stale_expectation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stale = tmp_path / "stale.trace"
+    stale.write_text("prefixspec-trace 1\nblock_size 2\nn1 = insert [1 2 3] [5] -> new []\ncached_tokens -> 1\n")
+    assert main(["replay", str(stale)]) == 1
+    assert "line 4" in capsys.readouterr().out
+    assert main(["replay", str(stale), "--target", "impl:RadixCache"]) == 1
+    assert "not with the recorded results" in capsys.readouterr().out
+
+
+def test_bad_options_exit_2() -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["check", "--steps", "0"])
+    assert exited.value.code == 2
