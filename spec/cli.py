@@ -10,19 +10,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from spec.checking import run_check
 from spec.profiles import PROFILES
 from spec.shrink import first_disagreement
-from spec.targets import DEFAULT_TARGET, TargetError, load_factory
+from spec.targets import DEFAULT_TARGET, TargetError, UsageError, load_factory
 from spec.trace import TraceFormatError, read_trace, replay
 from spec.model import SpecCache
 
 
-class UsageError(Exception):
-    """Bad usage: reported in one line, exit status 2."""
+CommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+COMMANDS: list[CommandAdder] = []
+"""The commands beyond check and replay: each a function that adds its subparser with set_defaults(run=...)."""
 
 
 def positive_int(text: str) -> int:
@@ -47,10 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON to FILE")
     check.add_argument("--out", metavar="DIR", default="counterexamples", help="where counterexample traces go (default counterexamples/)")
     check.add_argument("--quiet", action="store_true", help="no progress lines")
+    check.set_defaults(run=command_check)
 
     replay_command = commands.add_parser("replay", help="replay a trace on the spec, or on a target beside the spec")
     replay_command.add_argument("file", help="a trace file (fixtures/README.md describes the format)")
     replay_command.add_argument("--target", default=None, help="module:factory to replay beside the spec")
+    replay_command.set_defaults(run=command_replay)
+
+    # Each further command lives in its own module, which adds its parser and sets run=.
+    for add_command in COMMANDS:
+        add_command(commands)
     return parser
 
 
@@ -58,9 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     arguments = parser.parse_args(argv)
     try:
-        if arguments.command == "check":
-            return command_check(arguments)
-        return command_replay(arguments)
+        run: Callable[[argparse.Namespace], int] = arguments.run
+        return run(arguments)
     except (TargetError, UsageError, TraceFormatError, OSError) as error:
         print(f"prefixspec: {error}", file=sys.stderr)
         return 2

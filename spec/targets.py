@@ -1,4 +1,4 @@
-"""Loading the cache under test from a ``module:factory`` target, with one-line errors."""
+"""Loading the cache under test from a ``module:factory`` target; usage errors, each one line."""
 
 from __future__ import annotations
 
@@ -31,7 +31,11 @@ INTERFACE = (
 )
 
 
-class TargetError(Exception):
+class UsageError(Exception):
+    """Bad usage of the command line: reported in one line, exit status 2."""
+
+
+class TargetError(UsageError):
     """A target that cannot be loaded or does not satisfy the interface; the message is one line."""
 
 
