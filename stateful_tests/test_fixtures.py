@@ -76,3 +76,12 @@ def test_calls_write_as_they_read() -> None:
     ]
     text = Trace(2, [Step(call, None) for call in calls]).text()
     assert parse_trace(text).calls() == calls
+
+
+def test_the_format_example_in_fixtures_readme_replays() -> None:
+    """The documentation's example is a real trace with the right results."""
+    readme = (GOLDEN.parent / "README.md").read_text(encoding="utf-8")
+    example = readme.split("```\n", 2)[1]
+    trace = parse_trace(example)
+    assert len(trace.steps) == 12
+    assert replay(trace, SpecCache(trace.block_size)) is None
