@@ -7,7 +7,7 @@ import pytest
 from spec.golden import golden_trace
 from spec.model import SpecCache
 from spec.trace import Call, Divergence, Step, Trace, TraceFormatError, parse_trace, replay
-from stateful_tests.test_seed import GOLDEN
+from spec.seed_tests import GOLDEN_FILE as GOLDEN
 
 
 def test_the_committed_golden_trace_is_what_the_spec_generates() -> None:
