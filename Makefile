@@ -5,12 +5,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export HYPOTHESIS_PROFILE ?= ci
 
-.PHONY: help check test lint typecheck pytest fixtures deep crosshair clean
+.PHONY: help check test lint typecheck pytest fixtures deep crosshair hunt clean
 
 help:
 	@echo "make check     - the main job: check impl.RadixCache against the spec (ci profile)"
 	@echo "make test      - mypy --strict, then the whole test suite (ci profile)"
-	@echo "make deep      - long exploration (deep profile, example database in .hypothesis/)"
+	@echo "make deep      - long exploration: prefixspec check --profile deep (example database in .hypothesis/)"
+	@echo "make hunt      - plant the seed's twelve bugs in impl/ and show what catches each"
 	@echo "make fixtures  - regenerate the golden traces from the spec"
 	@echo "make lint      - mypy --strict on spec, impl and stateful_tests"
 	@echo "make clean     - remove .venv and caches"
@@ -31,13 +32,20 @@ lint typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q $(if $(k),-k "$(k)")
 
-test: lint pytest
+crosshair: $(STAMP)
+	$(BIN)/python -m spec.crosshair_gate
+
+test: lint crosshair pytest
 
 fixtures: $(STAMP)
 	$(BIN)/python -m spec.trace generate fixtures/radix_trace.txt
 
+# The long exploration: both machines, thousands of examples, failures kept in .hypothesis/.
 deep: $(STAMP)
-	HYPOTHESIS_PROFILE=deep $(BIN)/pytest -q $(if $(k),-k "$(k)")
+	$(BIN)/prefixspec check --profile deep --out counterexamples/deep
+
+hunt: $(STAMP)
+	$(BIN)/prefixspec hunt
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .hypothesis

@@ -46,6 +46,18 @@ class NotLocked(PrefixCacheError, RuntimeError):
     """``unlock`` of a node that holds no lock of its own (R6)."""
 
 
+class TargetFailure(BaseException):
+    """The cache under test failed as a program, not as a cache: it gave no answer to compare.
+
+    An engine driven over a pipe that crashes, hangs, prints garbage or answers
+    another call raises a subclass (``spec.pipe.EngineProtocolError``); its
+    message is the whole report.  It derives from ``BaseException``, as
+    ``KeyboardInterrupt`` does, so that no ``except Exception`` of a checker (nor
+    Hypothesis, which would shrink it) mistakes it for the answer of a call: it
+    stops the whole run, and ``prefixspec check`` reports it.
+    """
+
+
 ERROR_TYPES: dict[str, type[PrefixCacheError]] = {
     "InvalidArgument": InvalidArgument,
     "UnknownNode": UnknownNode,

@@ -9,9 +9,15 @@ reads them by default.  Every condition is about integers (or one float),
 because CrossHair proves integer arithmetic well and reports false
 counterexamples on equality of symbolic lists.
 
+The one float, the hit rate, is proved with floats modelled as reals
+(``spec/crosshair_gate.py`` says why): its contract holds for IEEE doubles
+too, because int / int is correctly rounded and the precondition keeps the
+counts where rounding cannot reach 0.0 or 1.0.
+
 ``spec/model.py`` computes every length with these functions; ``impl/blocks.py``
 keeps its own versions, and ``make crosshair`` compares each pair with
-``crosshair diffbehavior``.
+``crosshair diffbehavior``.  ``docs/crosshair.md`` lists what each contract
+means and what CrossHair found while they were written.
 """
 
 from __future__ import annotations
@@ -58,11 +64,15 @@ def block_span(index: int, block_size: int) -> tuple[int, int]:
 def segment_blocks(parent_end: int, node_end: int, block_size: int) -> int:
     """R4: the blocks a node holds, between its parent's prefix end and its own.
 
+    The parent's blocks followed by the node's are exactly the blocks of the
+    node's prefix.  (Stated as ``parent_end + __return__ * block_size ==
+    node_end`` the same rule is beyond z3: a product of two unknowns.)
+
     pre: block_size >= 1
     pre: 0 <= parent_end <= node_end
     pre: parent_end % block_size == 0 and node_end % block_size == 0
     post: __return__ >= 0
-    post: parent_end + __return__ * block_size == node_end
+    post: full_blocks(parent_end, block_size) + __return__ == full_blocks(node_end, block_size)
     """
     return (node_end - parent_end) // block_size
 
@@ -70,7 +80,14 @@ def segment_blocks(parent_end: int, node_end: int, block_size: int) -> int:
 def hit_rate(hit_tokens: int, query_tokens: int) -> float:
     """R9: the share of queried tokens that the cache covered; 0.0 before any query token.
 
-    pre: 0 <= hit_tokens <= query_tokens
+    Up to 2**53 query tokens the meaning survives the rounding to a double:
+    for 0 < hit_tokens < query_tokens <= 2**53 the exact share lies between
+    1 / 2**53 and 1 - 1 / 2**53, which are doubles, and int / int rounds
+    correctly (so monotonically): no hit rounds to 0.0 and no miss to 1.0.
+    Far beyond the bound both happen: 1 / 10**400 is 0.0 and
+    2**54 / (2**54 + 1) is 1.0.  No engine counts that many tokens.
+
+    pre: 0 <= hit_tokens <= query_tokens <= 2**53
     post: 0.0 <= __return__ <= 1.0
     post: (__return__ == 0.0) == (hit_tokens == 0)
     post: (__return__ == 1.0) == (hit_tokens == query_tokens and query_tokens > 0)

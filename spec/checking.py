@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TextIO
 
 from hypothesis import seed as hypothesis_seed
-from hypothesis import settings
+from hypothesis import Phase, settings
 from hypothesis.errors import HypothesisException
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
+from spec.api import TargetFailure
 from spec.conformance import (
     CALLS_PER_EXAMPLE,
     RunTally,
@@ -48,6 +49,8 @@ class StageResult:
     counterexample: str = ""
     counterexample_calls: int = 0
     seconds_to_failure: float = 0.0
+    aborted: bool = False
+    """The target failed as a program (``spec.api.TargetFailure``): ``failure`` is its report, the check stops."""
 
     @property
     def invariants_checked(self) -> int:
@@ -60,6 +63,8 @@ class CheckReport:
     profile: str
     seed: int | None
     stages: list[StageResult] = field(default_factory=list)
+    replay_target: str = ""
+    """How ``prefixspec replay`` names the target (default ``--target TARGET``)."""
 
     @property
     def passed(self) -> bool:
@@ -69,7 +74,7 @@ class CheckReport:
         lines = [f"prefixspec check {self.target} (profile {self.profile}{'' if self.seed is None else f', seed {self.seed}'})"]
         for stage in self.stages:
             detail = f"{stage.examples} examples, {stage.calls:,} calls"
-            if stage.engine_steps:
+            if stage.engine_steps and stage.steps_per_example:
                 per = stage.steps_per_example
                 detail += (
                     f", {stage.engine_steps:,} engine steps (per example min {min(per):,}, median {statistics.median(per):,.0f}),"
@@ -82,7 +87,7 @@ class CheckReport:
                 if stage.counterexample:
                     lines.append(
                         f"    counterexample: {stage.counterexample} ({stage.counterexample_calls} calls); "
-                        f"reproduce with: prefixspec replay {stage.counterexample} --target {self.target}"
+                        f"reproduce with: prefixspec replay {stage.counterexample} {self.replay_target or '--target ' + self.target}"
                     )
         total = sum(stage.seconds for stage in self.stages)
         lines.append(f"result: {'PASSED' if self.passed else 'FAILED'} in {total:.1f} s")
@@ -108,6 +113,7 @@ class CheckReport:
                     "counterexample": stage.counterexample or None,
                     "counterexample_calls": stage.counterexample_calls,
                     "seconds_to_failure": round(stage.seconds_to_failure, 3),
+                    "aborted": stage.aborted,
                 }
                 for stage in self.stages
             ],
@@ -152,16 +158,55 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
     stage.failure += f"\nminimised to {len(kept)} calls; the last one: {kept[-1].text()}\n  spec:  {disagreement.expected}\n  cache: {disagreement.got}"
 
 
+def aborted_stage(stage: StageResult, started: float, failure: TargetFailure) -> StageResult:
+    """``stage`` stopped by a target that failed as a program: its report is the failure, with nothing to minimise."""
+    stage.passed = False
+    stage.aborted = True
+    stage.failure = str(failure)
+    stage.counterexample = ""
+    stage.seconds = stage.seconds_to_failure = time.perf_counter() - started
+    return stage
+
+
+def tally_stage(name: str, tally: RunTally) -> StageResult:
+    """A failed stage with what ``tally`` counted so far."""
+    return StageResult(
+        name,
+        False,
+        0.0,
+        examples=tally.examples,
+        engine_steps=tally.engine_steps,
+        calls=tally.calls,
+        steps_per_example=list(tally.engine_steps_per_example),
+    )
+
+
+def target_failure_in(error: BaseException) -> TargetFailure | None:
+    """The TargetFailure that ``error`` was raised while handling, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, TargetFailure):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def run_golden(target: CacheFactory, out_dir: Path) -> StageResult:
     started = time.perf_counter()
     trace = golden_trace()
-    disagreement = first_disagreement(trace.block_size, trace.calls(), target)
-    stage = StageResult("golden trace", disagreement is None, 0.0, examples=1, calls=len(trace.steps))
-    if disagreement is not None:
-        stage.seconds_to_failure = time.perf_counter() - started
-        stage.calls = len(disagreement.trace.steps)
-        stage.failure = str(disagreement)
-        write_counterexample(stage, disagreement.trace, target, out_dir, "The golden trace, cut to the calls that disagree.")
+    stage = StageResult("golden trace", True, 0.0, examples=1, calls=len(trace.steps))
+    try:
+        disagreement = first_disagreement(trace.block_size, trace.calls(), target)
+        if disagreement is not None:
+            stage.passed = False
+            stage.seconds_to_failure = time.perf_counter() - started
+            stage.calls = len(disagreement.trace.steps)
+            stage.failure = str(disagreement)
+            write_counterexample(stage, disagreement.trace, target, out_dir, "The golden trace, cut to the calls that disagree.")
+    except TargetFailure as failure:
+        return aborted_stage(stage, started, failure)
     stage.seconds = time.perf_counter() - started
     return stage
 
@@ -186,6 +231,11 @@ def run_machine(
             run_state_machine_as_test(machine, settings=machine_settings)
         except (AssertionError, HypothesisException) as error:
             failure = error
+            underneath = target_failure_in(error)
+            if underneath is not None:  # Hypothesis may raise its own error while our TargetFailure unwinds
+                return aborted_stage(tally_stage(name, tally), started, underneath)
+        except TargetFailure as error:
+            return aborted_stage(tally_stage(name, tally), started, error)
     stage = StageResult(
         name,
         failure is None,
@@ -196,11 +246,14 @@ def run_machine(
         steps_per_example=list(tally.engine_steps_per_example),
     )
     if failure is not None:
-        stage.seconds_to_failure = time.perf_counter() - started
+        stage.seconds_to_failure = tally.first_failure_seconds or (time.perf_counter() - started)
         stage.failure = f"{type(failure).__name__}: {failure}".strip()
         trace = getattr(failure, "prefixspec_trace", None)
         if isinstance(trace, Trace):
-            write_counterexample(stage, trace, target, out_dir, f"A counterexample found by the {name}, shrunk by Hypothesis, then minimised.")
+            try:
+                write_counterexample(stage, trace, target, out_dir, f"A counterexample found by the {name}, shrunk by Hypothesis, then minimised.")
+            except TargetFailure as error:
+                return aborted_stage(stage, started, error)
         else:
             stage.failure += "\n" + "\n".join(hypothesis_output[-20:])
     stage.seconds = time.perf_counter() - started
@@ -223,29 +276,38 @@ def run_check(
     chosen = settings()
     common = settings(chosen, report_multiple_bugs=False, derandomize=chosen.derandomize and seed is None)
 
-    report.stages.append(run_golden(target, out_dir))
+    golden = run_golden(target, out_dir)
+    report.stages.append(golden)
+    if golden.aborted:
+        return report
 
     calls_tally = RunTally(progress=Progress(progress, "call machine"))
     machine = call_machine(target, calls_tally)
     if seed is not None:
         machine = hypothesis_seed(seed)(machine)
-    report.stages.append(
-        run_machine(
-            "call machine",
-            machine,
-            calls_tally,
-            settings(common, stateful_step_count=CALLS_PER_EXAMPLE, max_examples=call_machine_examples(common.max_examples)),
-            target,
-            out_dir,
-        )
+    calls_stage = run_machine(
+        "call machine",
+        machine,
+        calls_tally,
+        settings(common, stateful_step_count=CALLS_PER_EXAMPLE, max_examples=call_machine_examples(common.max_examples)),
+        target,
+        out_dir,
     )
+    report.stages.append(calls_stage)
+    if calls_stage.aborted:
+        return report
 
     engine_tally = RunTally(progress=Progress(progress, "engine machine"))
     bursts = engine_bursts(min_engine_steps)
     engine = engine_machine(target, engine_tally)
     if seed is not None:
         engine = hypothesis_seed(seed)(engine)
-    stage = run_machine("engine machine", engine, engine_tally, settings(common, stateful_step_count=bursts), target, out_dir)
+    # No Hypothesis shrinking here: every shrink attempt replays thousands of
+    # engine steps, and one failure of a planted bug (m02) took Hypothesis's
+    # whole 300 s shrink budget.  Delta debugging over the recorded calls then
+    # does the cutting, in seconds (measured with `prefixspec hunt`).
+    engine_settings = settings(common, stateful_step_count=bursts, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    stage = run_machine("engine machine", engine, engine_tally, engine_settings, target, out_dir)
     if stage.passed and stage.steps_per_example and min(stage.steps_per_example) < min_engine_steps:
         stage.passed = False
         stage.failure = f"an example ran only {min(stage.steps_per_example)} engine steps, short of {min_engine_steps}"

@@ -20,6 +20,7 @@ that led to it as a trace.  ``RunTally`` counts what was run and checked.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -80,6 +81,9 @@ class RunTally:
     calls: int = 0
     engine_steps_per_example: list[int] = field(default_factory=list)
     progress: Callable[[RunTally], None] | None = None
+    started: float = field(default_factory=time.perf_counter)
+    first_failure_seconds: float | None = None
+    """Seconds from the start of the run to the first failing example, before any shrinking."""
 
     @property
     def invariants_checked(self) -> int:
@@ -95,9 +99,11 @@ class FailureWithTrace(AssertionError):
         self.trace = trace
 
 
-def attach_trace(error: BaseException, pair: Lockstep) -> BaseException:
-    """Give a failure the calls that led to it, so the runner can write and minimise them."""
+def attach_trace(error: BaseException, pair: Lockstep, tally: RunTally) -> BaseException:
+    """Give a failure the calls that led to it, so the runner can write and minimise them; note when the first came."""
     setattr(error, "prefixspec_trace", pair.trace())
+    if tally.first_failure_seconds is None:
+        tally.first_failure_seconds = time.perf_counter() - tally.started
     return error
 
 
@@ -144,7 +150,7 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None) -> type[R
             except PrefixCacheError:
                 return None
             except AssertionError as failure:
-                raise attach_trace(failure, self.pair)
+                raise attach_trace(failure, self.pair, counts)
 
         def node_pair(self, node: NodeId) -> NodePair:
             handle = self.pair.handle_of(node)
@@ -243,7 +249,7 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None) -> type[R
             promised = self.call(self.pair.evictable_blocks)
             freed = self.call(lambda: self.pair.evict(10**9))
             if not isinstance(freed, list) or len(freed) != promised:
-                raise attach_trace(AssertionError(f"evictable_blocks() was {promised} but evict freed {freed}"), self.pair)
+                raise attach_trace(AssertionError(f"evictable_blocks() was {promised} but evict freed {freed}"), self.pair, counts)
 
     CallMachine.__name__ = CallMachine.__qualname__ = "CallMachine"
     return CallMachine
@@ -278,7 +284,7 @@ def engine_machine(factory: CacheFactory, tally: RunTally | None = None, pool_si
                     self.steps += 1
                     counts.engine_steps += 1
             except AssertionError as failure:
-                raise attach_trace(failure, self.pair)
+                raise attach_trace(failure, self.pair, counts)
             finally:
                 counts.calls += len(self.pair.steps) - calls_before
                 if counts.progress is not None:
@@ -290,7 +296,7 @@ def engine_machine(factory: CacheFactory, tally: RunTally | None = None, pool_si
             try:
                 self.engine.check()
             except AssertionError as failure:
-                raise attach_trace(failure, self.pair)
+                raise attach_trace(failure, self.pair, counts)
 
         def teardown(self) -> None:
             """Finish every request and evict everything: every id must come back to the free list."""
@@ -298,7 +304,7 @@ def engine_machine(factory: CacheFactory, tally: RunTally | None = None, pool_si
             try:
                 self.engine.drain()
             except AssertionError as failure:
-                raise attach_trace(failure, self.pair)
+                raise attach_trace(failure, self.pair, counts)
             finally:
                 counts.calls += len(self.pair.steps) - calls_before
                 counts.engine_steps_per_example.append(self.steps)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import SupportsIndex
+from typing import SupportsIndex, cast
 
 from spec import arith
 from spec.api import (
@@ -65,9 +65,9 @@ def as_int(value: object, what: str) -> int:
     Any value ``operator.index`` accepts counts as an int (so bools and numpy
     integers do, floats and strings do not).
     """
-    if not isinstance(value, SupportsIndex):
+    if not hasattr(type(value), "__index__"):
         raise InvalidArgument(f"{what} must be an int, got {type(value).__name__}")
-    return operator.index(value)
+    return operator.index(cast(SupportsIndex, value))
 
 
 def as_id(value: object, what: str) -> int:

@@ -32,7 +32,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "deep",
-    max_examples=2000,
+    max_examples=1000,
     database=DirectoryBasedExampleDatabase(".hypothesis/examples"),
     deadline=None,
     print_blob=True,

@@ -49,6 +49,9 @@ def hand_example_shared_system_prompt(make_cache: CacheFactory) -> None:
     assert (request_c.matched_tokens, request_c.blocks) == (2, [10])
     assert request_c.node not in (cache.root, inserted.node)  # the node was split at 2 tokens
 
+    # The tree: the node split at 2 tokens, and nothing of the partial tail (token 5) stored.
+    assert [(view.prefix, view.blocks) for view in cache.snapshot().nodes] == [((1, 2, 3, 4), (11,)), ((1, 2), (10,))]
+
     miss = cache.match_prefix([7, 7, 7])
     assert (miss.matched_tokens, miss.blocks, miss.node) == (0, [], cache.root)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from spec.api import PrefixCache, PrefixCacheError
 from spec.lockstep import Disagreement, Lockstep
 from spec.model import SpecCache
-from spec.trace import HANDLE_OPS, Call, Trace
+from spec.trace import HANDLE_OPS, Call, Trace, UnresolvedHandle
 
 CacheFactory = Callable[[int], PrefixCache]
 
@@ -40,6 +40,8 @@ def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFact
             return disagreement
         except PrefixCacheError:
             pass  # both refused the call alike
+        except UnresolvedHandle:
+            return None  # a cut that removed what named a handle is not a counterexample
     return None
 
 

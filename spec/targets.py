@@ -40,7 +40,11 @@ class TargetError(UsageError):
 
 
 def load_factory(target: str) -> CacheFactory:
-    """The factory a ``module:attribute`` target names, checked by building one cache of block size 2."""
+    """The factory a ``module:attribute`` target (or a ``CATALOGUE#MUTANT`` one) names, checked by building one cache."""
+    if "#" in target:
+        from spec.mutants import load_mutant_target  # mutants import this module
+
+        return check_factory(target, load_mutant_target(target))
     module_name, colon, attribute = target.partition(":")
     if not colon or not module_name or not attribute:
         raise TargetError(f"target {target!r} must look like module:factory (for example impl:RadixCache)")
@@ -57,6 +61,11 @@ def load_factory(target: str) -> CacheFactory:
         factory = getattr(factory, part)
     if not callable(factory):
         raise TargetError(f"{target} is a {type(factory).__name__}, not a callable factory(block_size)")
+    return check_factory(target, factory)
+
+
+def check_factory(target: str, factory: Callable[..., object]) -> CacheFactory:
+    """``factory`` itself, once one cache of block size 2 it builds has every call of the interface."""
     try:
         sample = factory(2)
     except Exception as error:  # as above: the user's factory failing is reported, not raised

@@ -43,6 +43,10 @@ QUERY_OPS = ("stats", "cached_tokens", "cached_blocks", "evictable_blocks", "hit
 ALL_OPS = (*NODE_OPS, *HANDLE_OPS, "evict", *QUERY_OPS)
 
 
+class UnresolvedHandle(LookupError):
+    """A lock or unlock names a handle whose call gave no node (it raised an error)."""
+
+
 class TraceFormatError(ValueError):
     """A trace file that does not follow the format; names the line."""
 
@@ -305,6 +309,8 @@ class CallRunner:
             node = self.render_node(done.node, call.name)
             return Outcome(f"{node} {render_ints(done.duplicates)}", done)
         if call.op in HANDLE_OPS:
+            if call.handle not in self.node_by_name:
+                raise UnresolvedHandle(f"handle {call.handle} names no node: the call that named it raised an error")
             target = self.node_by_name[call.handle]
             if call.op == "lock":
                 cache.lock(target)

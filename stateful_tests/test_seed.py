@@ -5,7 +5,6 @@ The bodies live in ``spec/seed_tests.py`` so that ``prefixspec hunt`` can run th
 
 from __future__ import annotations
 
-
 from spec import seed_tests
 from stateful_tests.conftest import CacheFactory
 

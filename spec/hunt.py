@@ -1,0 +1,145 @@
+"""``prefixspec hunt``: plant each catalogued bug, and show what catches it and how briefly.
+
+For every mutant of a catalogue (``spec/mutants.py``) the hunt runs the seed's
+eight tests and ``prefixspec check``'s stages (golden trace, call machine,
+engine machine) against a fresh copy of the package with the bug planted.  A
+mutant is killed when anything fails.  The shortest minimised counterexample
+is kept as ``DIR/ID.trace``, which ``prefixspec replay DIR/ID.trace --target
+CATALOGUE#ID`` reproduces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from spec.checking import run_check
+from spec.mutants import DEFAULT_CATALOGUE, Catalogue, Mutant, load_mutant, read_catalogue
+from spec.profiles import PROFILES
+from spec.seed_tests import SEED_TESTS
+
+
+@dataclass
+class HuntResult:
+    """What happened to one mutant."""
+
+    mutant: Mutant
+    seed_killers: list[str] = field(default_factory=list)
+    machine_killers: list[str] = field(default_factory=list)
+    seconds_to_first_failure: float | None = None
+    seconds: float = 0.0
+    counterexample: str = ""
+    counterexample_calls: int = 0
+
+    @property
+    def killed(self) -> bool:
+        return bool(self.seed_killers or self.machine_killers)
+
+    @property
+    def missed_seed_tests(self) -> list[str]:
+        """Seed tests the catalogue says must kill the mutant, but did not."""
+        return [name for name in self.mutant.killed_by if name not in self.seed_killers]
+
+
+def hunt_mutant(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path) -> HuntResult:
+    """Plant ``mutant`` and run the seed tests, then every stage of ``check``, against it."""
+    result = HuntResult(mutant)
+    started = time.perf_counter()
+    factory = load_mutant(catalogue, mutant)
+
+    for name, seed_test in SEED_TESTS.items():
+        try:
+            seed_test(factory)
+        except Exception:  # any failure of a seed test kills the mutant, whatever its type
+            result.seed_killers.append(name)
+            if result.seconds_to_first_failure is None:
+                result.seconds_to_first_failure = time.perf_counter() - started
+
+    with tempfile.TemporaryDirectory(prefix=f"hunt-{mutant.id}-") as scratch:
+        stages_start = time.perf_counter() - started
+        report = run_check(factory, target_name=f"{catalogue.path}#{mutant.id}", profile=profile, out_dir=Path(scratch))
+        shortest = None
+        for index, stage in enumerate(report.stages):
+            if stage.passed:
+                continue
+            result.machine_killers.append(stage.name)
+            if result.seconds_to_first_failure is None:
+                earlier = sum(done.seconds for done in report.stages[:index])
+                result.seconds_to_first_failure = stages_start + earlier + stage.seconds_to_failure
+            if stage.counterexample and (shortest is None or stage.counterexample_calls < shortest.counterexample_calls):
+                shortest = stage
+        if shortest is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            kept = out_dir / f"{mutant.id}.trace"
+            shutil.copyfile(shortest.counterexample, kept)
+            result.counterexample = str(kept)
+            result.counterexample_calls = shortest.counterexample_calls
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def hunt(
+    catalogue: Catalogue, *, only: str | None = None, profile: str = "ci", out_dir: Path = Path("hunt"), progress: TextIO | None = None
+) -> list[HuntResult]:
+    """Every mutant of ``catalogue`` (or the one named ``only``), in catalogue order."""
+    chosen = [catalogue.mutant(only)] if only is not None else list(catalogue.mutants)
+    results: list[HuntResult] = []
+    for mutant in chosen:
+        if progress is not None:
+            progress.write(f"  hunting {mutant.id}: {mutant.bug} ...\n")
+            progress.flush()
+        results.append(hunt_mutant(catalogue, mutant, profile, out_dir))
+    return results
+
+
+def table(results: list[HuntResult]) -> str:
+    """The hunt as a Markdown table: one row per mutant."""
+    rows = [
+        "| id | bug | result | seed tests that killed it | machines that killed it | first failure | counterexample |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for result in results:
+        first = "-" if result.seconds_to_first_failure is None else f"{result.seconds_to_first_failure:.2f} s"
+        calls = f"{result.counterexample_calls} calls" if result.counterexample else "-"
+        seed = ", ".join(result.seed_killers) or "none"
+        if result.missed_seed_tests:
+            seed += f" (expected also: {', '.join(result.missed_seed_tests)})"
+        rows.append(
+            f"| {result.mutant.id} | {result.mutant.bug} | {'killed' if result.killed else 'SURVIVED'} | {seed} | "
+            f"{', '.join(result.machine_killers) or 'none'} | {first} | {calls} |"
+        )
+    killed = sum(1 for result in results if result.killed)
+    rows.append("")
+    rows.append(f"{killed} of {len(results)} mutants killed ({100 * killed / max(len(results), 1):.0f}%)")
+    return "\n".join(rows)
+
+
+def command_hunt(arguments: argparse.Namespace) -> int:
+    catalogue = read_catalogue(Path(arguments.catalogue))
+    started = time.perf_counter()
+    results = hunt(
+        catalogue,
+        only=arguments.mutant,
+        profile=arguments.profile,
+        out_dir=Path(arguments.out),
+        progress=None if arguments.quiet else sys.stderr,
+    )
+    print(table(results))
+    print(f"counterexamples in {arguments.out}/ (prefixspec replay {arguments.out}/ID.trace --target {catalogue.path}#ID); {time.perf_counter() - started:.1f} s")
+    return 0 if all(result.killed for result in results) else 1
+
+
+def add_hunt_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("hunt", help="plant each catalogued bug and show what catches it")
+    parser.add_argument("catalogue", nargs="?", default=str(DEFAULT_CATALOGUE), help="a mutant catalogue (default: catalogues/impl.toml)")
+    parser.add_argument("--mutant", default=None, metavar="ID", help="hunt only this mutant")
+    parser.add_argument("--profile", choices=PROFILES, default="ci", help="Hypothesis profile (default ci)")
+    parser.add_argument("--out", default="hunt", metavar="DIR", help="where the counterexample traces go (default hunt/)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.set_defaults(run=command_hunt)

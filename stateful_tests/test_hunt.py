@@ -1,0 +1,85 @@
+"""The hunt: all twelve planted bugs of the seed are killed, by the seed tests it names, with short counterexamples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spec.cli import main
+from spec.hunt import HuntResult, hunt, table
+from spec.mutants import DEFAULT_CATALOGUE, CatalogueError, Catalogue, Mutant, load_mutant, read_catalogue
+from spec.seed_tests import SEED_TESTS
+from spec.trace import read_trace
+
+SEED_IDS = ["s01", "s02", "s03", "s04", "s05", "s06", "s07", "s08", "s09", "s10", "m01", "m02"]
+
+
+@pytest.fixture(scope="module")
+def catalogue() -> Catalogue:
+    return read_catalogue(DEFAULT_CATALOGUE)
+
+
+@pytest.fixture(scope="module")
+def hunted(catalogue: Catalogue, tmp_path_factory: pytest.TempPathFactory) -> list[HuntResult]:
+    return hunt(catalogue, profile="ci", out_dir=tmp_path_factory.mktemp("hunt"))
+
+
+def test_the_catalogue_holds_the_seeds_twelve_bugs(catalogue: Catalogue) -> None:
+    assert [mutant.id for mutant in catalogue.mutants] == SEED_IDS
+    for mutant in catalogue.mutants:
+        assert mutant.killed_by and set(mutant.killed_by) <= set(SEED_TESTS), mutant.id
+
+
+def test_every_edit_still_applies_exactly_once(catalogue: Catalogue) -> None:
+    """The catalogue follows impl/: an edit that no longer matches the source fails here."""
+    for mutant in catalogue.mutants:
+        assert catalogue.occurrences(mutant) == 1, f"{mutant.id}: update catalogues/impl.toml to the current impl/ source"
+
+
+def test_an_edit_that_does_not_apply_is_refused(catalogue: Catalogue) -> None:
+    stale = Mutant("x01", "stale", "cache.py", "this text is not in the source", "", ())
+    with pytest.raises(CatalogueError, match="0 times"):
+        load_mutant(catalogue, stale)
+
+
+def test_the_unmutated_copy_passes_every_seed_test(catalogue: Catalogue) -> None:
+    """The copy mechanism itself plants nothing: a mutant's failures come from its edit."""
+    original = load_mutant(catalogue, None)
+    assert original.__module__.startswith("_prefixspec_mutant_")
+    for seed_test in SEED_TESTS.values():
+        seed_test(original)
+
+
+def test_the_hunt_kills_all_twelve_with_the_named_seed_tests(hunted: list[HuntResult]) -> None:
+    print("\n" + table(hunted))
+    assert [result.mutant.id for result in hunted] == SEED_IDS
+    for result in hunted:
+        assert result.killed, f"{result.mutant.id} survived"
+        assert result.missed_seed_tests == [], f"{result.mutant.id}: not killed by {result.missed_seed_tests}"
+        assert result.machine_killers, f"{result.mutant.id}: no state machine killed it"
+
+
+def test_every_counterexample_is_short_and_replays(hunted: list[HuntResult], capsys: pytest.CaptureFixture[str]) -> None:
+    for result in hunted:
+        assert result.counterexample, result.mutant.id
+        trace = read_trace(result.counterexample)
+        assert 1 <= len(trace.steps) <= 15, f"{result.mutant.id}: {len(trace.steps)} calls"
+        target = f"{DEFAULT_CATALOGUE}#{result.mutant.id}"
+        assert main(["replay", result.counterexample, "--target", target]) == 1, result.mutant.id
+        assert main(["replay", result.counterexample, "--target", "impl:RadixCache"]) == 0, result.mutant.id
+    capsys.readouterr()
+
+
+def test_hunt_command_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["hunt", "--mutant", "s03", "--quiet", "--out", str(tmp_path)]) == 0
+    output = capsys.readouterr().out
+    assert "| s03 |" in output and "killed" in output and "1 of 1 mutants killed" in output
+    survivor = tmp_path / "survivor.toml"
+    survivor.write_text(
+        'package = "impl"\nfactory = "RadixCache"\n[[mutant]]\nid = "e01"\nbug = "an equivalent edit"\n'
+        'file = "blocks.py"\nfind = "    return cached_blocks * block_size"\nreplace = "    return block_size * cached_blocks"\n'
+    )
+    assert main(["hunt", str(survivor), "--quiet", "--out", str(tmp_path)]) == 1
+    assert "SURVIVED" in capsys.readouterr().out
+    assert main(["hunt", "--mutant", "zz9", "--quiet"]) == 2

@@ -1,0 +1,102 @@
+"""``spec.pytest_suite.conformance_suite``: the conformance suite as a TestCase class, for an engine's own tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import unittest
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+import impl
+from spec.pytest_suite import conformance_suite
+from stateful_tests.broken_caches import lock_pins_nothing
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = settings(max_examples=2, derandomize=True, database=None)
+
+
+def run_suite(suite: type[unittest.TestCase]) -> unittest.TestResult:
+    result = unittest.TestResult()
+    unittest.defaultTestLoader.loadTestsFromTestCase(suite).run(result)
+    return result
+
+
+def test_the_suite_has_the_three_stages_and_passes_the_implementation(tmp_path: Path) -> None:
+    suite = conformance_suite(impl.RadixCache, settings=SMALL, min_engine_steps=300, out_dir=tmp_path)
+    assert sorted(name for name in dir(suite) if name.startswith("test_")) == ["test_call_machine", "test_engine_machine", "test_golden_trace"]
+    result = run_suite(suite)
+    assert result.wasSuccessful(), result.failures + result.errors
+    assert result.testsRun == 3
+
+
+def test_a_broken_cache_fails_every_test_with_its_counterexample(tmp_path: Path) -> None:
+    result = run_suite(conformance_suite(lock_pins_nothing, settings=SMALL, min_engine_steps=300, out_dir=tmp_path))
+    assert len(result.failures) == 3 and not result.errors
+    for _, message in result.failures:
+        assert "counterexample (" in message
+        assert "prefixspec-trace 1" in message  # the minimised trace itself, ready for prefixspec replay
+
+
+def test_settings_pass_through_to_the_machines(tmp_path: Path) -> None:
+    """max_examples=1 gives the call machine 20 examples and the engine machine 1 (as prefixspec check would)."""
+    seen: list[int] = []
+
+    def counting_factory(block_size: int) -> impl.RadixCache:
+        seen.append(block_size)
+        return impl.RadixCache(block_size)
+
+    suite = conformance_suite(counting_factory, settings=settings(max_examples=1, database=None), min_engine_steps=300, out_dir=tmp_path)
+    result = run_suite(suite)
+    assert result.wasSuccessful(), result.failures + result.errors
+    assert len(seen) < 150  # the default profile would make hundreds of caches
+
+
+def test_one_pytest_file_checks_a_cache(tmp_path: Path) -> None:
+    """The README's pytest file, run by pytest in a fresh process: the sound cache passes, the broken one fails."""
+    test_file = tmp_path / "test_prefix_cache_conformance.py"
+    test_file.write_text(
+        textwrap.dedent(
+            """
+            from hypothesis import settings
+            from spec.pytest_suite import conformance_suite
+            from impl import RadixCache
+            from stateful_tests.broken_caches import lock_pins_nothing
+
+            small = settings(max_examples=2, database=None)
+            TestPrefixCacheConformance = conformance_suite(RadixCache, settings=small, min_engine_steps=300)
+            TestBrokenCache = conformance_suite(lock_pins_nothing, settings=small, min_engine_steps=300)
+            """
+        )
+    )
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    environment.pop("HYPOTHESIS_PROFILE", None)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=environment,
+        timeout=300,
+    )
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 1, output
+    assert "3 failed, 3 passed" in output, output
+    for name in ("test_golden_trace", "test_call_machine", "test_engine_machine"):
+        assert f"TestBrokenCache::{name}" in output
+
+
+@pytest.mark.parametrize("stage", ["test_golden_trace"])
+def test_a_pipe_engine_runs_through_the_same_suite(stage: str, tmp_path: Path) -> None:
+    from spec.pipe import PipeEngine
+
+    serve = f"exec {sys.executable} -m stateful_tests.engines.serve"
+    with PipeEngine(f"cd {ROOT} && {serve}") as engine:
+        suite = conformance_suite(engine, settings=SMALL, out_dir=tmp_path)
+        result = unittest.TestResult()
+        suite(stage).run(result)
+        assert result.wasSuccessful(), result.failures + result.errors
