@@ -12,7 +12,7 @@ import reprlib
 from array import array
 from collections.abc import Sequence
 
-from impl.blocks import cached_tokens, full_blocks, hit_rate, segment_blocks, usable_prefix
+from impl.blocks import cached_tokens, full_blocks, hit_rate, usable_prefix
 from impl.radix import TOKEN_TYPECODE, RadixTree
 from spec.api import (
     BlockId,
@@ -32,25 +32,31 @@ def _id_array(values: object, what: str) -> array[int]:
     """``values`` as an ``array('I')``, or InvalidArgument (R1).
 
     ``values`` must be a sequence (not a str) of values ``operator.index``
-    accepts, each in [0, 2**32); the array constructor checks every item in C.
-    A bytes-like sequence counts as its items, not as raw machine words.
+    accepts, each in [0, 2**32); the array checks every item in C.  A
+    bytes-like sequence counts as its items, not as raw machine words.
 
     Runtime complexity: O(len(values)), in C for a list or a tuple.
     """
-    source: Sequence[int]
-    if isinstance(values, (list, tuple)):
-        source = values
-    elif isinstance(values, (bytes, bytearray)):
-        # array() would read a bytes initializer as raw machine words.
-        source = list(values)
-    elif isinstance(values, Sequence) and not isinstance(values, str):
-        source = values
-    else:
-        raise InvalidArgument(f"{what} must be a sequence of integers, not {type(values).__name__}")
     try:
-        return array(TOKEN_TYPECODE, source)
+        if type(values) is list:
+            # fromlist reads a list without the constructor's generic item
+            # access: 0.66-0.7 x the time of array('I', values), the read
+            # floor (benchmark: bench/ read costs and match vs read floor,
+            # issue 7).  It checks every item as the constructor does and
+            # keeps nothing on error.
+            converted = array(TOKEN_TYPECODE)
+            converted.fromlist(values)
+            return converted
+        if isinstance(values, (list, tuple)):
+            return array(TOKEN_TYPECODE, values)
+        if isinstance(values, (bytes, bytearray)):
+            # array() would read a bytes initializer as raw machine words.
+            return array(TOKEN_TYPECODE, list(values))
+        if isinstance(values, Sequence) and not isinstance(values, str):
+            return array(TOKEN_TYPECODE, values)
     except (TypeError, OverflowError) as exc:
         raise InvalidArgument(f"{what} must hold integers in [0, 2**32): {exc}") from exc
+    raise InvalidArgument(f"{what} must be a sequence of integers, not {type(values).__name__}")
 
 
 class RadixCache:
@@ -121,13 +127,13 @@ class RadixCache:
             path.append(tree.split(partial, matched))
         self._clock += 1
         tree.touch(path, self._clock)
-        blocks: list[BlockId] = []
+        blocks = array(TOKEN_TYPECODE)
         for node in path:
             blocks.extend(node.blocks)
         self._lookups += 1
         self._query_tokens += n_tokens
         self._hit_tokens += matched
-        return PrefixMatch(matched, blocks, path[-1] if path else tree.root)
+        return PrefixMatch(matched, blocks.tolist(), path[-1] if path else tree.root)
 
     def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
         """Cache the whole blocks of ``tokens`` with ``blocks[i]`` for tokens
@@ -142,38 +148,40 @@ class RadixCache:
         cached path inside it (R4).  Returns the node ending at the inserted
         prefix, ``root`` (and no change) when ``n < B``.
 
-        Runtime complexity: O(n) in C, plus O(d + k + log s) Python steps for
-        a cached path of d nodes and k blocks (see ``RadixTree.descend``).
+        Runtime complexity: O(n) in C, plus O(d + k) Python steps for a cached
+        path of d nodes and k new blocks (see ``RadixTree.descend`` and
+        ``HeldIds.claim``).
         """
         query = _id_array(tokens, "tokens")
-        new_ids = _id_array(blocks, "blocks").tolist()
+        new_ids = _id_array(blocks, "blocks")
         block_size = self._block_size
         n_blocks = full_blocks(len(query), block_size)
         if len(new_ids) != n_blocks:
             raise InvalidArgument(f"{len(query)} tokens need exactly {n_blocks} blocks, got {len(new_ids)}")
-        if len(set(new_ids)) != n_blocks:
-            raise InvalidArgument("blocks repeats an id")
         tree = self._tree
         if n_blocks == 0:
             return Inserted(tree.root, [])
         buffer = query.tobytes()
         path, partial, matched = tree.descend(buffer, n_blocks * block_size)
-        held: list[BlockId] = []
-        for node in path:
-            held.extend(node.blocks)
-        if partial is not None:
-            held.extend(partial.blocks[: segment_blocks(partial.parent.end, matched, block_size)])
-        clashes = tree.stored_ids.intersection(new_ids)
-        if clashes:
-            clashes.difference_update(new for new, kept in zip(new_ids, held) if new == kept)
-            if clashes:
-                raise InvalidArgument(f"blocks {sorted(clashes)} are already cached at another position")
-        duplicates = [new for new, kept in zip(new_ids, held) if new != kept]
+        held = tree.held_blocks(path, partial, matched)
+        given = new_ids[: len(held)]
+        fresh = new_ids[len(held) :]
+        # The ids passed for cached positions are compared with the cached
+        # ones in one C comparison first: an engine passes back the ids its
+        # match returned, so they are almost always the same, and a Python
+        # step per matched block cost a third of insert (benchmark: bench/
+        # workload small, issue 7).
+        duplicates = [] if given == held else [new for new, kept in zip(given.tolist(), held.tolist()) if new != kept]
+        # Claiming the fresh ids (and, for the check only, the duplicates)
+        # refuses an id repeated in the call or cached at another position,
+        # and changes nothing when it refuses.
+        if not tree.held_ids.claim(duplicates + fresh.tolist() if duplicates else fresh):
+            raise InvalidArgument("blocks repeats an id, or holds an id already cached at another position")
+        tree.held_ids.release(duplicates)
 
         self._clock += 1
         if partial is not None:
             path.append(tree.split(partial, matched))
-        fresh = new_ids[len(held) :]
         if fresh:
             path.append(tree.add_leaf(path[-1] if path else tree.root, buffer, fresh, self._clock))
         self._inserted_blocks += len(fresh)
@@ -225,8 +233,9 @@ class RadixCache:
         Returns the freed ids leaf by leaf in eviction order, each leaf's in
         token order.
 
-        Runtime complexity: O(k + l log q) amortised for k blocks freed from l
-        leaves, q the LRU queue's entries; independent of the leaves kept.
+        Runtime complexity: O(k + l) amortised for k blocks freed from l
+        leaves, plus O(log q) for a leaf that waits in the LRU queue's heap
+        (see ``RadixTree``), q its entries; independent of the leaves kept.
         """
         try:
             wanted = operator.index(n_blocks)

@@ -18,11 +18,13 @@ The tree never recurses: a 100,000-token prompt at block size 1 may make it
 from __future__ import annotations
 
 from array import array
+from collections import deque
 from collections.abc import Iterator
 from heapq import heapify, heappop, heappush
 from typing import TypeGuard
 
 from impl.blocks import block_span, segment_blocks
+from impl.ids import HeldIds
 
 TOKEN_TYPECODE = "I"
 """The array typecode of tokens and block ids: unsigned, 4 bytes, so converting
@@ -45,7 +47,13 @@ class Node:
     - ``owner``: the tree holding the node, ``None`` once it is evicted.
     - ``parent``: the node above; the root is its own parent.
     - ``segment``: the node's own tokens as native ``'I'`` bytes, whole blocks.
-    - ``blocks``: one block id per block of ``segment``, in token order.
+    - ``key``: the first block of ``segment``, the node's key in its parent's
+      ``children``, kept so that eviction need not slice the segment again.
+    - ``blocks``: one block id per block of ``segment``, in token order, as an
+      ``array('I')``: 4 bytes a block where a list of ints took 36, which
+      took impl from 7.4 to 5.4 bytes per cached token at 10^6 cached blocks
+      (benchmark: bench/ memory, issue 7).  Calls that return ids make the
+      ints in one C call (``tolist``).
     - ``end``: the length in tokens of the prefix ending at this node.
     - ``children``: the nodes below, keyed by the bytes of their first block.
     - ``locks``: the node's own lock count.
@@ -60,6 +68,7 @@ class Node:
         "owner",
         "parent",
         "segment",
+        "key",
         "blocks",
         "end",
         "children",
@@ -74,13 +83,15 @@ class Node:
         owner: RadixTree | None,
         parent: Node | None,
         segment: bytes,
-        blocks: list[int],
+        key: bytes,
+        blocks: array[int],
         end: int,
         last_use: int,
     ) -> None:
         self.owner = owner
         self.parent: Node = self if parent is None else parent
         self.segment = segment
+        self.key = key
         self.blocks = blocks
         self.end = end
         self.children: dict[bytes, Node] = {}
@@ -101,13 +112,20 @@ class RadixTree:
 
     Public counters, read only outside the tree, kept exact by every method:
     ``cached_blocks`` (blocks held), ``evictable_blocks`` (blocks of unpinned
-    nodes) and ``stored_ids`` (the set of block ids held).
+    nodes) and ``held_ids`` (the block ids held, see ``impl.ids``).
 
-    The LRU queue is a heap of ``(last_use, seq, leaf)`` entries with lazy
-    deletion: an entry is live while ``leaf.queue_seq == seq``.  Stale entries
-    are dropped when popped, and the heap is rebuilt from its live entries as
-    soon as stale ones outnumber them, so it never holds more than twice the
-    unpinned leaves and eviction never scans every leaf.
+    The LRU queue holds ``(last_use, seq, leaf)`` entries with lazy deletion:
+    an entry is live while ``leaf.queue_seq == seq``.  Almost every leaf joins
+    it at the current time (a new leaf, a leaf just used), later than every
+    entry already there, so those entries go to the back of a FIFO ``deque``;
+    only the others (a parent left a leaf by an eviction, a leaf unlocked
+    after later calls) go to a heap.  The oldest entry is the older of the two
+    fronts.  (A single heap cost O(log q) cache misses an eviction: 3.7 us at
+    10^6 leaves against 1.2 us at 10^3; benchmark: bench/ evict scaling,
+    issue 7.)  Stale entries are dropped when popped, and both are rebuilt
+    from their live entries as soon as stale ones outnumber them, so the
+    queue never holds more than twice the unpinned leaves and eviction never
+    scans every leaf.
     """
 
     def __init__(self, block_size: int) -> None:
@@ -117,11 +135,12 @@ class RadixTree:
         """
         self.block_size = block_size
         self._block_bytes = block_size * TOKEN_BYTES
-        self.root = Node(self, None, b"", [], 0, 0)
+        self.root = Node(self, None, b"", b"", array(TOKEN_TYPECODE), 0, 0)
         self.cached_blocks = 0
         self.evictable_blocks = 0
-        self.stored_ids: set[int] = set()
-        self._queue: list[QueueEntry] = []
+        self.held_ids = HeldIds()
+        self._fifo: deque[QueueEntry] = deque()
+        self._heap: list[QueueEntry] = []
         self._stale = 0
         self._last_seq = -1
 
@@ -193,6 +212,19 @@ class RadixTree:
                 bound = middle - 1
         return agreeing
 
+    def held_blocks(self, path: list[Node], partial: Node | None, matched: int) -> array[int]:
+        """The ids the tree holds for the first ``matched`` tokens of a ``descend``
+        result, in token order.
+
+        Runtime complexity: O(len(path) + matched / B), in C but for one step a node.
+        """
+        held = array(TOKEN_TYPECODE)
+        for node in path:
+            held.extend(node.blocks)
+        if partial is not None:
+            held.extend(partial.blocks[: segment_blocks(partial.parent.end, matched, self.block_size)])
+        return held
+
     # ----------------------------------------------------------------- shape
 
     def split(self, node: Node, at: int) -> Node:
@@ -211,34 +243,36 @@ class RadixTree:
         parent = node.parent
         kept = segment_blocks(parent.end, at, self.block_size)
         cut = kept * self._block_bytes
-        upper = Node(self, parent, node.segment[:cut], node.blocks[:kept], at, node.last_use)
+        upper = Node(self, parent, node.segment[:cut], node.key, node.blocks[:kept], at, node.last_use)
         upper.pins = node.pins
-        parent.children[upper.segment[: self._block_bytes]] = upper
+        parent.children[upper.key] = upper
         node.segment = node.segment[cut:]
+        node.key = node.segment[: self._block_bytes]
         node.blocks = node.blocks[kept:]
         node.parent = upper
-        upper.children[node.segment[: self._block_bytes]] = node
+        upper.children[node.key] = node
         return upper
 
-    def add_leaf(self, parent: Node, query: bytes, blocks: list[int], last_use: int) -> Node:
+    def add_leaf(self, parent: Node, query: bytes, blocks: array[int], last_use: int) -> Node:
         """Add a leaf below ``parent`` holding ``blocks`` for the tokens of ``query`` past ``parent``.
 
         ``query`` holds tokens as native ``'I'`` bytes; the leaf's segment is
         its tokens ``[parent.end, parent.end + len(blocks) * B)``, none of whose
-        blocks is held below ``parent`` yet, and ``blocks`` are ids the tree
-        does not hold.  The leaf has no lock and last use ``last_use``; a
-        parent that was a leaf stops being one, even at the end of a leaf (R4).
+        blocks is held below ``parent`` yet, and ``blocks`` are ids the caller
+        has just claimed in ``held_ids``.  The leaf has no lock and last use
+        ``last_use``; a parent that was a leaf stops being one, even at the end
+        of a leaf (R4).
 
         Runtime complexity: O(len(blocks)) in C, O(1) Python steps.
         """
         end = parent.end + len(blocks) * self.block_size
         segment = query[parent.end * TOKEN_BYTES : end * TOKEN_BYTES]
-        leaf = Node(self, parent, segment, blocks, end, last_use)
+        key = segment[: self._block_bytes]
+        leaf = Node(self, parent, segment, key, blocks, end, last_use)
         self._dequeue(parent)
-        parent.children[segment[: self._block_bytes]] = leaf
+        parent.children[key] = leaf
         self.cached_blocks += len(blocks)
         self.evictable_blocks += len(blocks)
-        self.stored_ids.update(blocks)
         self._enqueue(leaf)
         return leaf
 
@@ -248,27 +282,33 @@ class RadixTree:
         None when no unpinned leaf is left.  A parent that becomes an unpinned
         leaf joins the queue at its own last use (R8).
 
-        Runtime complexity: O(log q) amortised, q the entries of the LRU queue.
+        Runtime complexity: O(1) amortised, plus O(log q) when the oldest
+        entry is in the heap, q the entries of the LRU queue.
         """
-        queue = self._queue
-        while queue:
-            _, seq, leaf = heappop(queue)
+        fifo = self._fifo
+        heap = self._heap
+        while True:
+            if fifo and (not heap or fifo[0] < heap[0]):
+                _, seq, leaf = fifo.popleft()
+            elif heap:
+                _, seq, leaf = heappop(heap)
+            else:
+                return None
             if leaf.queue_seq == seq:
                 break
             self._stale -= 1
-        else:
-            return None
         leaf.queue_seq = -1
         parent = leaf.parent
-        del parent.children[leaf.segment[: self._block_bytes]]
+        del parent.children[leaf.key]
         leaf.owner = None
-        self.cached_blocks -= len(leaf.blocks)
-        self.evictable_blocks -= len(leaf.blocks)
-        self.stored_ids.difference_update(leaf.blocks)
+        blocks = leaf.blocks.tolist()  # the ints, made once, serve the release and the caller
+        self.cached_blocks -= len(blocks)
+        self.evictable_blocks -= len(blocks)
+        self.held_ids.release(blocks)
         if parent is not self.root and not parent.children and parent.pins == 0:
             self._enqueue(parent)
         self._compact_if_stale()
-        return leaf.blocks
+        return blocks
 
     # ------------------------------------------------------------ locks, use
 
@@ -314,7 +354,7 @@ class RadixTree:
         this time.  Only the last node can be a leaf, so at most one queue
         entry changes.
 
-        Runtime complexity: O(len(path) + log q) Python steps.
+        Runtime complexity: O(len(path)) Python steps, O(1) amortised in the queue.
         """
         if not path:
             return
@@ -330,12 +370,18 @@ class RadixTree:
     def _enqueue(self, leaf: Node) -> None:
         """Give the unpinned ``leaf`` one live queue entry at its current last use.
 
-        Runtime complexity: O(log q) amortised.
+        Runtime complexity: O(1) amortised when no entry in the FIFO is later
+        than the leaf's last use, else O(log q).
         """
         self._dequeue(leaf)
         self._last_seq += 1
         leaf.queue_seq = self._last_seq
-        heappush(self._queue, (leaf.last_use, self._last_seq, leaf))
+        entry = (leaf.last_use, self._last_seq, leaf)
+        fifo = self._fifo
+        if not fifo or fifo[-1][0] <= leaf.last_use:
+            fifo.append(entry)
+        else:
+            heappush(self._heap, entry)
 
     def _dequeue(self, node: Node) -> None:
         """Make ``node``'s queue entry stale, if it has one.
@@ -348,15 +394,16 @@ class RadixTree:
             self._compact_if_stale()
 
     def _compact_if_stale(self) -> None:
-        """Rebuild the heap from its live entries once stale ones outnumber them.
+        """Rebuild the queue from its live entries once stale ones outnumber them.
 
         Runtime complexity: O(q) when it rebuilds, which pays for the more than
         q/2 stale entries it drops: O(1) amortised.
         """
-        queue = self._queue
-        if 2 * self._stale > len(queue):
-            queue[:] = [entry for entry in queue if entry[2].queue_seq == entry[1]]
-            heapify(queue)
+        if 2 * self._stale > len(self._fifo) + len(self._heap):
+            self._fifo = deque(entry for entry in self._fifo if entry[2].queue_seq == entry[1])
+            heap = [entry for entry in self._heap if entry[2].queue_seq == entry[1]]
+            heapify(heap)
+            self._heap = heap
             self._stale = 0
 
     # ------------------------------------------------------------ inspection
@@ -383,14 +430,14 @@ class RadixTree:
         id, parents used no earlier than their children, distinct last uses
         among leaves, and an LRU queue whose live entries are exactly the
         unpinned leaves at their last use, with no more stale entries than live
-        ones.
+        ones, a FIFO in order and a heap in heap order.
 
-        Runtime complexity: O(total tokens + q log q); meant for tests.
+        Runtime complexity: O(total tokens + q log q + the largest id held); meant for tests.
         """
         root = self.root
         step = self._block_bytes
         assert root.owner is self and root.parent is root, "root links"
-        assert root.segment == b"" and root.blocks == [] and root.end == 0, "root holds nothing"
+        assert root.segment == b"" and len(root.blocks) == 0 and root.end == 0, "root holds nothing"
         assert root.locks == 0 and root.pins == 0 and root.queue_seq == -1, "root is never locked or queued"
         preorder: list[Node] = []
         stack = [root]
@@ -402,7 +449,7 @@ class RadixTree:
                 assert child.parent is node, f"{child!r} links to its parent"
                 assert child.blocks, f"{child!r} holds at least one block"
                 assert len(child.segment) == len(child.blocks) * step, f"{child!r} has one block per B tokens"
-                assert key == child.segment[:step], f"{child!r} is keyed by its first block"
+                assert key == child.segment[:step] == child.key, f"{child!r} is keyed by its first block"
                 assert segment_blocks(node.end, child.end, self.block_size) == len(child.blocks), f"{child!r} end"
                 assert child.end == node.end + len(child.blocks) * self.block_size, f"{child!r} end"
                 assert child.locks >= 0, f"{child!r} lock count"
@@ -430,11 +477,14 @@ class RadixTree:
             else:
                 assert node.queue_seq == -1, f"{node!r} is queued but is no unpinned leaf"
         assert len(ids) == cached, "a block id is held at two positions"
-        assert ids == self.stored_ids, "stored_ids matches the nodes"
+        assert ids == self.held_ids.as_set(), "held_ids matches the nodes"
+        assert len(self.held_ids) == cached, "held_ids counts the ids held"
         assert cached == self.cached_blocks, f"cached_blocks {self.cached_blocks} != {cached}"
         assert evictable == self.evictable_blocks, f"evictable_blocks {self.evictable_blocks} != {evictable}"
         assert len(set(leaf_uses)) == len(leaf_uses), "leaves have distinct last uses"
-        queue = self._queue
+        fifo = list(self._fifo)
+        heap = self._heap
+        queue = fifo + heap
         live = [entry for entry in queue if entry[2].queue_seq == entry[1]]
         assert len(live) == len(unpinned_leaves), "one live queue entry per unpinned leaf"
         assert {entry[2] for entry in live} == unpinned_leaves, "live queue entries are the unpinned leaves"
@@ -443,4 +493,5 @@ class RadixTree:
         assert self._stale <= len(live), "stale entries never outnumber live ones"
         assert len({entry[1] for entry in queue}) == len(queue), "queue seqs are unique"
         assert all(entry[1] <= self._last_seq for entry in queue), "queue seqs were issued"
-        assert all(queue[(i - 1) // 2] <= queue[i] for i in range(1, len(queue))), "heap order"
+        assert all(fifo[i - 1] < fifo[i] for i in range(1, len(fifo))), "FIFO order"
+        assert all(heap[(i - 1) // 2] <= heap[i] for i in range(1, len(heap))), "heap order"

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from spec.api import TargetFailure
+from spec.bench_command import add_bench_command
 from spec.checking import run_check
 from spec.hunt import add_hunt_command
 from spec.pipe import DEFAULT_TIMEOUT, EngineProtocolError, PipeEngine
@@ -29,7 +30,7 @@ from spec.model import SpecCache
 
 
 CommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-COMMANDS: list[CommandAdder] = [add_hunt_command, add_verify_command]
+COMMANDS: list[CommandAdder] = [add_hunt_command, add_verify_command, add_bench_command]
 """The commands beyond check and replay: each a function that adds its subparser with set_defaults(run=...)."""
 
 

@@ -1,0 +1,18 @@
+"""Benchmarks of the prefix caches (issue 7), kept outside the test suite.
+
+``python -m bench`` (or ``prefixspec bench``, or ``make bench``) records the
+engine-shaped workloads, replays them on ``impl.RadixCache``, on SGLang's
+RadixCache (when it can be imported) and on ``spec.SpecCache``, runs the
+scaling series and the memory probe, and writes ``docs/perf.md``, its plots and
+the raw results under ``bench/results/``.
+
+- ``bench.workload``: the seeded traffic and the engine that records its cache
+  calls as data, with each call's expected result;
+- ``bench.rules``: SGLang's last-use rule, as a variant of the spec and of impl,
+  to record the sequence SGLang is replayed on;
+- ``bench.replay``: the adapters and the timed, verified replay;
+- ``bench.sglang_adapter``: importing SGLang's RadixCache without torchvision;
+- ``bench.series``: evict scaling, match against the read floor, memory;
+- ``bench.report``: ``docs/perf.md`` and the plots;
+- ``bench.run``: the whole run.
+"""

@@ -1,0 +1,158 @@
+"""SGLang's RadixCache behind the replay adapter.
+
+Importing ``sglang.srt.mem_cache.radix_cache`` pulls in SGLang's model configs,
+two of which import torchvision at module level:
+``sglang.srt.multimodal.internvl_utils`` and ``sglang.srt.configs.deepseek_ocr``.
+torchvision is not installed on purpose: its wheel pins a torch build of its
+own and would replace the CPU torch with a CUDA build of several GB.  So
+``load_sglang`` stands those two modules in with placeholders (any name taken
+from them is an empty class) before the import, and says so in the report.
+Neither is used by the radix cache.
+
+The adapter drives the cache as SGLang's scheduler does
+(``RadixCache.create_simulated(page_size=B)``, keys as ``array('q')`` in a
+``RadixKey``, values as int64 tensors of KV slots, one slot per token).
+Outside the timer it does what an engine does anyway: it builds the key (with
+``limit = n - 1``, the scheduler's ``max_prefix_len``, so the last token is
+left to compute), the slot tensor (block b holds slots ``b*B .. b*B+B-1``)
+and the parameter objects.  Inside the timer it makes exactly one SGLang call
+per cache call: ``match_prefix``, ``insert``, ``inc_lock_ref``,
+``dec_lock_ref`` or ``evict``.  Reading the results back into block ids
+(``path_device_indices`` of the returned node, the slots the mock allocator
+was given to free) is also outside the timer: an engine reads the prefix's
+slots with a second call, which is not charged to SGLang here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+import warnings
+from array import array
+from typing import Any
+
+from bench.replay import Adapter, InsertRead, MatchRead
+
+PLACEHOLDER_MODULES = ("sglang.srt.multimodal.internvl_utils", "sglang.srt.configs.deepseek_ocr")
+
+
+class _Placeholder(types.ModuleType):
+    """A module whose every attribute is an empty class (with the ``model_type``
+    SGLang's config registry reads), standing in for a module that needs torchvision."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = type(name, (), {"__module__": self.__name__, "model_type": f"placeholder-{name}"})
+        setattr(self, name, value)
+        return value
+
+
+class Sglang:
+    """The SGLang names the adapter uses, imported once."""
+
+    def __init__(self) -> None:
+        for name in PLACEHOLDER_MODULES:
+            if name not in sys.modules:
+                sys.modules[name] = _Placeholder(name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            radix = importlib.import_module("sglang.srt.mem_cache.radix_cache")
+            base = importlib.import_module("sglang.srt.mem_cache.base_prefix_cache")
+            import sglang
+            import torch
+        self.torch = torch
+        self.RadixCache = radix.RadixCache
+        self.RadixKey = radix.RadixKey
+        self.MatchPrefixParams = base.MatchPrefixParams
+        self.InsertParams = base.InsertParams
+        self.EvictParams = base.EvictParams
+        self.version = getattr(sglang, "__version__", "unknown")
+        self.torch_version = torch.__version__
+
+
+_LOADED: Sglang | None = None
+
+
+def load_sglang() -> Sglang | None:
+    """SGLang's RadixCache and friends, or None when SGLang cannot be imported here."""
+    global _LOADED
+    if _LOADED is None:
+        try:
+            _LOADED = Sglang()
+        except ImportError:
+            return None
+    return _LOADED
+
+
+class FreedSlots:
+    """The allocator of ``create_simulated``: records the slots evict frees, does nothing else."""
+
+    device = "cpu"
+
+    def __init__(self) -> None:
+        self.freed: list[Any] = []
+
+    def free_segment(self, values: Any, start_pos: int = 0) -> None:
+        self.freed.append(values)
+
+
+class SglangAdapter(Adapter):
+    """SGLang's RadixCache (``create_simulated``, page size B) for the replay."""
+
+    name = "sglang"
+
+    def __init__(self, block_size: int, sglang: Sglang) -> None:
+        super().__init__(block_size)
+        self.sg = sglang
+        torch = sglang.torch
+        self.offsets = torch.arange(block_size, dtype=torch.int64)
+
+    def reset(self) -> None:
+        self.allocator = FreedSlots()
+        self.cache = self.sg.RadixCache.create_simulated(mock_allocator=self.allocator, page_size=self.block_size)
+        self.root = self.cache.root_node
+        self.match = self.cache.match_prefix
+        self.insert = self.cache.insert
+        self.lock = self.cache.inc_lock_ref
+        self.unlock = self.cache.dec_lock_ref
+        self.evict = self.cache.evict
+
+    # Outside the timer: what the engine does anyway.
+
+    def slots(self, blocks: list[int]) -> Any:
+        torch = self.sg.torch
+        return (torch.tensor(blocks, dtype=torch.int64)[:, None] * self.block_size + self.offsets).reshape(-1)
+
+    def prepare_match(self, tokens: list[int]) -> Any:
+        key = self.sg.RadixKey(array("q", tokens), limit=max(len(tokens) - 1, 0))
+        return self.sg.MatchPrefixParams(key=key)
+
+    def prepare_insert(self, tokens: list[int], blocks: list[int]) -> tuple[Any, ...]:
+        key = self.sg.RadixKey(array("q", tokens))
+        return (self.sg.InsertParams(key=key, value=self.slots(blocks)),)
+
+    def prepare_evict(self, count: int) -> Any:
+        self.allocator.freed.clear()
+        return self.sg.EvictParams(num_tokens=count * self.block_size)
+
+    def block_ids(self, slots: Any) -> array[int]:
+        return array("I", (slots[:: self.block_size] // self.block_size).tolist())
+
+    def read_match(self, result: Any) -> MatchRead:
+        node = result.last_device_node
+        return result.device_prefix_len, self.block_ids(self.cache.path_device_indices(node)), node
+
+    def read_insert(self, result: Any, blocks: list[int]) -> InsertRead:
+        node = result.last_device_node
+        cached = result.prefix_len // self.block_size  # positions the tree held before this insert
+        path = self.block_ids(self.cache.path_device_indices(node))
+        duplicates = [new for new, kept in zip(blocks[:cached], path[:cached]) if new != kept]
+        return node, array("I", duplicates)
+
+    def read_evict(self, result: Any) -> array[int]:
+        freed = array("I")
+        for slots in self.allocator.freed:
+            freed.extend(self.block_ids(slots))
+        return freed
