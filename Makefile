@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export HYPOTHESIS_PROFILE ?= ci
 
-.PHONY: help check test lint typecheck pytest fixtures deep crosshair hunt clean
+.PHONY: help check test lint typecheck pytest fixtures deep crosshair hunt bench mutation clean
 
 help:
 	@echo "make check     - the main job: check impl.RadixCache against the spec (ci profile)"
@@ -13,6 +13,8 @@ help:
 	@echo "make deep      - long exploration: prefixspec check --profile deep (example database in .hypothesis/)"
 	@echo "make hunt      - plant the seed's twelve bugs in impl/ and show what catches each"
 	@echo "make fixtures  - regenerate the golden traces from the spec"
+	@echo "make bench     - benchmark impl against SGLang's RadixCache and the spec: docs/perf.md, bench/results/ (installs .venv-bench)"
+	@echo "make mutation  - mutmut over impl/ with the fast tests, then the score (about 10 min; docs/mutation.md)"
 	@echo "make lint      - mypy --strict on spec, impl and stateful_tests"
 	@echo "make clean     - remove .venv and caches"
 	@echo "k=EXPR narrows pytest (make test k=eviction)"
@@ -46,6 +48,47 @@ deep: $(STAMP)
 
 hunt: $(STAMP)
 	$(BIN)/prefixspec hunt
+
+# The benchmarks (issue 7) run in their own venv, created from nothing when it is missing:
+# the CPU torch this machine's pip serves, SGLang without its dependencies, then the
+# packages its radix cache's import chain needs, constrained to that torch (never
+# torchvision, which would pull a CUDA torch; bench/sglang_adapter.py says why).
+# pip then lists SGLang's other requirements as unmet: expected, its radix cache needs none.
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+SGLANG_CHAIN := numpy orjson psutil pybase64 requests triton packaging pillow starlette msgspec pydantic \
+	pyzmq tqdm ipython aiohttp dill gguf transformers tokenizers apache-tvm-ffi compressed-tensors sentencepiece
+
+$(BENCH_STAMP): pyproject.toml
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(BENCH_VENV)/bin/python -m pip install --quiet --no-deps sglang==0.5.23
+	echo "torch==2.13.0" > $(BENCH_VENV)/torch-constraint.txt
+	$(BENCH_VENV)/bin/python -m pip install --quiet -c $(BENCH_VENV)/torch-constraint.txt $(SGLANG_CHAIN)
+	$(BENCH_VENV)/bin/python -m pip install --quiet -c $(BENCH_VENV)/torch-constraint.txt -e '.[bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python -m bench
+
+# Mutation testing of impl/ with mutmut (docs/mutation.md), from a fresh mutants/
+# every run; the tests it runs are [tool.mutmut] in pyproject.toml.  Fails below
+# 90% of the mutants killed.
+MUTATION_STAMP := $(VENV)/.mutation-installed
+
+$(MUTATION_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,mutation]'
+	touch $(MUTATION_STAMP)
+
+mutation: $(MUTATION_STAMP)
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children 2
+	$(BIN)/mutmut results
+	$(BIN)/mutmut export-cicd-stats
+	$(BIN)/python -c 'import json, sys; s = json.load(open("mutants/mutmut-cicd-stats.json")); \
+		print("mutmut: {killed} of {total} mutants killed ({score:.1f}%), {timeout} timed out, {survived} survived, " \
+		"{no_tests} without tests".format(score=100 * s["killed"] / s["total"], **s)); sys.exit(s["killed"] < 0.9 * s["total"])'
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .hypothesis
