@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from spec.api import PrefixCache, PrefixCacheError
 from spec.lockstep import Disagreement, Lockstep
@@ -45,14 +46,58 @@ def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFact
     return None
 
 
+Item = TypeVar("Item")
+
+
+def delta_debug(
+    items: list[Item], cut: Callable[[list[Item]], list[Item] | None], deadline: float, *, keep_last: bool = False
+) -> list[Item]:
+    """The shortest sublist of ``items`` (order kept) that ``cut`` accepts, by delta debugging.
+
+    ``cut(candidate)`` returns None when the candidate no longer fails, else
+    the failing list to go on from (the candidate, or a shorter one).  First
+    complements of ever smaller chunks, then every window of 1 to 8
+    neighbouring items (an insert, its lock and unlock, and the evict that
+    freed it, only go together) until no removal helps.  ``keep_last`` never
+    removes the last item.  Stops improving at ``deadline`` (time.monotonic).
+    """
+    best = items
+    chunks = 2
+    while len(best) >= 2 and time.monotonic() < deadline:
+        removable = len(best) - 1 if keep_last else len(best)
+        size = max(1, removable // chunks)
+        reduced = False
+        for start in range(0, removable, size):
+            shorter = cut(best[:start] + best[min(start + size, removable) :])
+            if shorter is not None:
+                best = shorter
+                chunks = max(chunks - 1, 2)
+                reduced = True
+                break
+        if not reduced:
+            if size == 1:
+                break
+            chunks = min(removable, chunks * 2)
+    changed = True
+    while changed and time.monotonic() < deadline:
+        changed = False
+        for width in range(1, 9):
+            for start in range(len(best) - width - (1 if keep_last else 0), -1, -1):
+                if start + width <= len(best) - (1 if keep_last else 0):
+                    shorter = cut(best[:start] + best[start + width :])
+                    if shorter is not None:
+                        best = shorter
+                        changed = True
+    return best
+
+
 def minimise(
     block_size: int, calls: Sequence[Call], target: CacheFactory, *, time_budget: float = 60.0
 ) -> tuple[list[Call], Disagreement]:
     """The fewest calls, kept in order, on which ``target`` still disagrees with the spec.
 
-    ``calls`` must disagree to begin with.  Delta debugging (complements of
-    ever smaller chunks), then single removals until none helps; every kept
-    run is cut just after its disagreement.  Stops improving after
+    ``calls`` must disagree to begin with.  Delta debugging (``delta_debug``);
+    every kept run is cut just after its disagreement.  Stops improving after
     ``time_budget`` seconds and returns the best found so far.
     """
     found = first_disagreement(block_size, calls, target)
@@ -61,37 +106,17 @@ def minimise(
     best = list(calls[: len(found.trace.steps)])
     deadline = time.monotonic() + time_budget
 
-    def still_fails(candidate: list[Call]) -> bool:
-        nonlocal best, found
+    def still_fails(candidate: list[Call]) -> list[Call] | None:
+        nonlocal found
         if not candidate or not handles_resolve(candidate):
-            return False
+            return None
         disagreement = first_disagreement(block_size, candidate, target)
         if disagreement is None:
-            return False
-        best = candidate[: len(disagreement.trace.steps)]
+            return None
         found = disagreement
-        return True
+        return candidate[: len(disagreement.trace.steps)]
 
-    chunks = 2
-    while len(best) >= 2 and time.monotonic() < deadline:
-        size = max(1, len(best) // chunks)
-        reduced = False
-        for start in range(0, len(best), size):
-            if still_fails(best[:start] + best[start + size :]):
-                chunks = max(chunks - 1, 2)
-                reduced = True
-                break
-        if not reduced:
-            if size == 1:
-                break
-            chunks = min(len(best), chunks * 2)
-
-    changed = True
-    while changed and time.monotonic() < deadline:
-        changed = False
-        for index in range(len(best) - 1, -1, -1):
-            if index < len(best) and still_fails(best[:index] + best[index + 1 :]):
-                changed = True
+    best = delta_debug(best, still_fails, deadline)
     return best, found
 
 

@@ -36,6 +36,7 @@ from typing import TextIO, cast
 from spec.api import BlockId, Inserted, NodeId, PrefixCache, PrefixMatch, PrefixStats, Snapshot
 from spec.engine import cached_block_by_prefix
 from spec.model import SpecCache
+from spec.shrink import delta_debug
 from spec.targets import UsageError
 from spec.trace import HANDLE_OPS, HEADER, Call, CallRunner, Step, Trace, read_trace, same_outcome
 
@@ -214,40 +215,7 @@ def shrink(recording: Recording, *, time_budget: float = 60.0) -> list[int]:
     deadline = time.monotonic() + time_budget
     if recording.still_diverges(best) is None:
         return best  # the whole prefix resolves no differently when cut; nothing to cut safely
-
-    def keeps_diverging(candidate: list[int]) -> bool:
-        nonlocal best
-        really_kept = recording.still_diverges(candidate)
-        if really_kept is None:
-            return False
-        best = really_kept
-        return True
-
-    chunks = 2
-    while len(best) >= 2 and time.monotonic() < deadline:
-        removable = len(best) - 1  # the divergent call stays
-        size = max(1, removable // chunks)
-        reduced = False
-        for start in range(0, removable, size):
-            candidate = best[:start] + best[min(start + size, removable) :]
-            if keeps_diverging(candidate):
-                chunks = max(chunks - 1, 2)
-                reduced = True
-                break
-        if not reduced:
-            if size == 1:
-                break
-            chunks = min(removable, chunks * 2)
-    # Then every window of 1 to 8 neighbouring calls (an insert, its lock and unlock and the
-    # evict that freed it only go together), until no removal helps.
-    changed = True
-    while changed and time.monotonic() < deadline:
-        changed = False
-        for width in range(1, 9):
-            for start in range(len(best) - 1 - width, -1, -1):
-                if start + width < len(best) and keeps_diverging(best[:start] + best[start + width :]):
-                    changed = True
-    return best
+    return delta_debug(best, recording.still_diverges, deadline, keep_last=True)
 
 
 # The command ----------------------------------------------------------------------------------
