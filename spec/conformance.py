@@ -235,6 +235,11 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None) -> type[R
             self.call(lambda: self.pair.evict(n_blocks))
 
         @rule()
+        def evict_one(self) -> None:
+            """The smallest eviction, which must still free a whole leaf (R8): the likeliest to expose a truncated one."""
+            self.call(lambda: self.pair.evict(1))
+
+        @rule()
         def evict_everything(self) -> None:
             self.call(lambda: self.pair.evict(10**9))
 
