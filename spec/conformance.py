@@ -20,6 +20,7 @@ that led to it as a trace.  ``RunTally`` counts what was run and checked.
 from __future__ import annotations
 
 import random
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -81,6 +82,8 @@ class RunTally:
     calls: int = 0
     engine_steps_per_example: list[int] = field(default_factory=list)
     progress: Callable[[RunTally], None] | None = None
+    abandoned_examples: int = 0
+    """Engine examples Hypothesis abandoned midway (a draw past its buffer, or a failure): not test cases."""
     started: float = field(default_factory=time.perf_counter)
     first_failure_seconds: float | None = None
     """Seconds from the start of the run to the first failing example, before any shrinking."""
@@ -304,7 +307,15 @@ def engine_machine(factory: CacheFactory, tally: RunTally | None = None, pool_si
                 raise attach_trace(failure, self.pair, counts)
 
         def teardown(self) -> None:
-            """Finish every request and evict everything: every id must come back to the free list."""
+            """Finish every request and evict everything: every id must come back to the free list.
+
+            Hypothesis also calls teardown for an example it abandons midway
+            (one whose choices ran past its buffer raises out of a draw); such
+            an example is no test case, so its steps are counted apart.  An
+            example that ends normally is counted however few steps it ran:
+            that is the shortfall the runners must see.
+            """
+            abandoned = sys.exc_info()[1] is not None  # teardown runs in Hypothesis's finally
             calls_before = len(self.pair.steps)
             try:
                 self.engine.drain()
@@ -312,7 +323,10 @@ def engine_machine(factory: CacheFactory, tally: RunTally | None = None, pool_si
                 raise attach_trace(failure, self.pair, counts)
             finally:
                 counts.calls += len(self.pair.steps) - calls_before
-                counts.engine_steps_per_example.append(self.steps)
+                if abandoned:
+                    counts.abandoned_examples += 1
+                else:
+                    counts.engine_steps_per_example.append(self.steps)
 
     EngineMachine.__name__ = EngineMachine.__qualname__ = "EngineMachine"
     return EngineMachine
