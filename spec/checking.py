@@ -172,11 +172,11 @@ def aborted_stage(stage: StageResult, started: float, failure: TargetFailure) ->
     return stage
 
 
-def tally_stage(name: str, tally: RunTally) -> StageResult:
-    """A failed stage with what ``tally`` counted so far."""
+def tally_stage(name: str, tally: RunTally, passed: bool = False) -> StageResult:
+    """A stage with what ``tally`` counted so far (failed unless ``passed``)."""
     return StageResult(
         name,
-        False,
+        passed,
         0.0,
         examples=tally.examples,
         engine_steps=tally.engine_steps,
@@ -242,16 +242,7 @@ def run_machine(
                 return aborted_stage(tally_stage(name, tally), started, underneath)
         except TargetFailure as error:
             return aborted_stage(tally_stage(name, tally), started, error)
-    stage = StageResult(
-        name,
-        failure is None,
-        0.0,
-        examples=tally.examples,
-        engine_steps=tally.engine_steps,
-        calls=tally.calls,
-        steps_per_example=list(tally.engine_steps_per_example),
-        abandoned_examples=tally.abandoned_examples,
-    )
+    stage = tally_stage(name, tally, passed=failure is None)
     if failure is not None:
         stage.seconds_to_failure = tally.first_failure_seconds or (time.perf_counter() - started)
         stage.failure = f"{type(failure).__name__}: {failure}".strip()
