@@ -15,7 +15,7 @@ help:
 	@echo "make fixtures  - regenerate the golden traces from the spec"
 	@echo "make bench     - benchmark impl against SGLang's RadixCache and the spec: docs/perf.md, bench/results/ (installs .venv-bench)"
 	@echo "make mutation  - mutmut over impl/ with the fast tests, then the score (about 10 min; docs/mutation.md)"
-	@echo "make lint      - mypy --strict on spec, impl and stateful_tests"
+	@echo "make lint      - mypy --strict on spec, impl, prefixspec and stateful_tests"
 	@echo "make clean     - remove .venv and caches"
 	@echo "k=EXPR narrows pytest (make test k=eviction)"
 
@@ -29,18 +29,19 @@ check: $(STAMP)
 	$(BIN)/prefixspec check --profile ci
 
 lint typecheck: $(STAMP)
-	$(BIN)/mypy --strict spec impl stateful_tests
+	$(BIN)/mypy --strict spec impl prefixspec stateful_tests
 
+# On both cores (pytest-xdist); the ten slowest tests are listed at the end.
 pytest: $(STAMP)
-	$(BIN)/pytest -q $(if $(k),-k "$(k)")
+	$(BIN)/pytest -q -n 2 --durations=10 $(if $(k),-k "$(k)")
 
 crosshair: $(STAMP)
-	$(BIN)/python -m spec.crosshair_gate
+	$(BIN)/prefixspec crosshair
 
 test: lint crosshair pytest
 
 fixtures: $(STAMP)
-	$(BIN)/python -m spec.trace generate fixtures/radix_trace.txt
+	$(BIN)/python -m prefixspec.running.golden prefixspec/data/radix_trace.txt
 
 # The long exploration: both machines, thousands of examples, failures kept in .hypothesis/.
 deep: $(STAMP)

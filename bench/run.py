@@ -36,7 +36,7 @@ from bench.rules import SglangRuleCache, SglangRuleSpec
 from bench.sglang_adapter import PLACEHOLDER_MODULES, SglangAdapter, load_sglang
 from bench.workload import BIG, SMALL, SMALL_IN_FLIGHT, Recording, Shape, record
 from impl import RadixCache
-from spec import SpecCache
+from spec.model import SpecCache
 
 ROOT = Path(__file__).resolve().parent.parent
 

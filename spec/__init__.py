@@ -1,41 +1,11 @@
-"""prefixspec: the executable specification of a block-granular prefix cache.
+"""The definition of a block-granular prefix cache, and nothing else.
 
-``spec.SpecCache`` is the reference (``spec/model.py``); the interface types and
-errors come from ``spec.api``.
+- ``spec.api``: the interface, its types and errors (what every cache speaks);
+- ``spec.arith``: the arithmetic of blocks, with the contracts CrossHair proves;
+- ``spec.model``: ``SpecCache``, the executable specification, rules R1-R11 in order
+  (``spec/README.md`` states them in prose).
+
+This package imports nothing of its own modules here, so that ``import impl``
+(which needs ``spec.api`` alone) never loads the model or the arithmetic.
+The checker that runs these rules against a cache is the ``prefixspec`` package.
 """
-
-from spec.api import (
-    ERROR_TYPES,
-    ID_LIMIT,
-    BlockId,
-    Inserted,
-    InvalidArgument,
-    NodeId,
-    NodeView,
-    NotLocked,
-    PrefixCache,
-    PrefixCacheError,
-    PrefixMatch,
-    PrefixStats,
-    Snapshot,
-    UnknownNode,
-)
-from spec.model import SpecCache
-
-__all__ = [
-    "ERROR_TYPES",
-    "ID_LIMIT",
-    "BlockId",
-    "Inserted",
-    "InvalidArgument",
-    "NodeId",
-    "NodeView",
-    "NotLocked",
-    "PrefixCache",
-    "PrefixCacheError",
-    "PrefixMatch",
-    "PrefixStats",
-    "Snapshot",
-    "SpecCache",
-    "UnknownNode",
-]

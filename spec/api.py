@@ -12,7 +12,7 @@ The rules R1-R11 that give these calls their meaning are stated in prose in
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -50,7 +50,7 @@ class TargetFailure(BaseException):
     """The cache under test failed as a program, not as a cache: it gave no answer to compare.
 
     An engine driven over a pipe that crashes, hangs, prints garbage or answers
-    another call raises a subclass (``spec.pipe.EngineProtocolError``); its
+    another call raises a subclass (``prefixspec.targets.pipe.EngineProtocolError``); its
     message is the whole report.  It derives from ``BaseException``, as
     ``KeyboardInterrupt`` does, so that no ``except Exception`` of a checker (nor
     Hypothesis, which would shrink it) mistakes it for the answer of a call: it
@@ -185,3 +185,7 @@ class PrefixCache(Protocol):
     def snapshot(self) -> Snapshot:
         """The canonical state (R11)."""
         ...
+
+
+CacheFactory = Callable[[int], PrefixCache]
+"""How a cache is made: ``factory(block_size)`` returns a fresh, empty cache of that block size."""

@@ -2,10 +2,10 @@
 
 The state is flat, so that each rule reads as a plain statement about it:
 
-- ``block_at``: a dict from every cached prefix (a tuple of tokens, a whole
+- ``_block_at``: a dict from every cached prefix (a tuple of tokens, a whole
   number of blocks long) to the id of its last block (R2);
-- ``node_at`` / ``prefix_of``: where the nodes end, and their NodeIds (R4);
-- ``own_locks`` and ``last_use``: per node, keyed by the node's prefix (R6, R7);
+- ``_node_at`` / ``_prefix_of``: where the nodes end, and their NodeIds (R4);
+- ``_own_locks`` and ``_last_use``: per node, keyed by the node's prefix (R6, R7);
 - the clock and the five counters (R7, R9).
 
 There is no tree: a node's blocks, its parent, whether it is a leaf and whether
@@ -105,20 +105,20 @@ class SpecCache:
         if size < 1:
             raise InvalidArgument(f"block_size must be >= 1, got {size}")
         self._block_size = size
-        self.issuer = object()
-        self.root: NodeId = SpecNode(self.issuer, 0)
-        self.block_at: dict[Prefix, BlockId] = {}
-        self.node_at: dict[Prefix, SpecNode] = {}
-        self.prefix_of: dict[SpecNode, Prefix] = {}
-        self.own_locks: dict[Prefix, int] = {}
-        self.last_use: dict[Prefix, int] = {}
-        self.clock = 0
-        self.next_serial = 1
-        self.lookups = 0
-        self.query_tokens = 0
-        self.hit_tokens = 0
-        self.inserted_blocks = 0
-        self.evicted_blocks = 0
+        self._issuer = object()
+        self.root: NodeId = SpecNode(self._issuer, 0)
+        self._block_at: dict[Prefix, BlockId] = {}
+        self._node_at: dict[Prefix, SpecNode] = {}
+        self._prefix_of: dict[SpecNode, Prefix] = {}
+        self._own_locks: dict[Prefix, int] = {}
+        self._last_use: dict[Prefix, int] = {}
+        self._clock = 0
+        self._next_serial = 1
+        self._lookups = 0
+        self._query_tokens = 0
+        self._hit_tokens = 0
+        self._inserted_blocks = 0
+        self._evicted_blocks = 0
 
     def block_size(self) -> int:
         """R1: B, the tokens of one block."""
@@ -138,8 +138,16 @@ class SpecCache:
         """R2: the ids of a cached prefix's blocks, in token order."""
         blocks: list[BlockId] = []
         for shorter in self.whole_block_prefixes(prefix):
-            blocks.append(self.block_at[shorter])
+            blocks.append(self._block_at[shorter])
         return blocks
+
+    def block_cached_at(self, prefix: Sequence[int]) -> BlockId | None:
+        """R2: the id of the block that ends at ``prefix`` (a whole-block prefix), None where none is cached."""
+        return self._block_at.get(tuple(prefix))
+
+    def cached_block_ids(self) -> list[BlockId]:
+        """R2, R5: every id the cache holds, in no particular order."""
+        return list(self._block_at.values())
 
     def longest_cached_prefix(self, tokens: Prefix) -> Prefix:
         """R2: the longest whole-block prefix of ``tokens`` that is cached.
@@ -149,7 +157,7 @@ class SpecCache:
         """
         longest: Prefix = ()
         for prefix in self.whole_block_prefixes(tokens):
-            if prefix not in self.block_at:
+            if prefix not in self._block_at:
                 break
             longest = prefix
         return longest
@@ -166,41 +174,42 @@ class SpecCache:
         prompt = as_ids(tokens, "tokens")
         usable = arith.usable_prefix(len(prompt), self._block_size)
         matched = self.longest_cached_prefix(prompt[:usable])
-        self.clock += 1
+        self._clock += 1
         node = self.root
         if matched:
-            node = self.node_ending_at(matched)
+            node = self.split_at(matched)
             self.use_path(matched)
-        self.lookups += 1
-        self.query_tokens += len(prompt)
-        self.hit_tokens += len(matched)
+        self._lookups += 1
+        self._query_tokens += len(prompt)
+        self._hit_tokens += len(matched)
         return PrefixMatch(matched_tokens=len(matched), blocks=self.blocks_of(matched), node=node)
 
     # R4: nodes ------------------------------------------------------------------------
 
-    def node_ending_at(self, prefix: Prefix) -> SpecNode:
-        """R4: the node ending at a cached ``prefix``, splitting a node to create it if none does.
+    def split_at(self, prefix: Prefix) -> SpecNode:
+        """R4: make a node end at a cached ``prefix``, splitting the node that covers it; returns that node.
 
-        Creating a node at a prefix is the whole of a split: the node below keeps
+        When a node already ends there it is returned unchanged.  Creating a
+        node at a prefix is the whole of a split: the node below keeps
         its NodeId, its locks and its last use, and now holds only the blocks
         below the new node, because a node's blocks are those between its
         parent's end and its own.  NodeIds are never reused.
         """
-        existing = self.node_at.get(prefix)
+        existing = self._node_at.get(prefix)
         if existing is not None:
             return existing
-        node = SpecNode(self.issuer, self.next_serial)
-        self.next_serial += 1
-        self.node_at[prefix] = node
-        self.prefix_of[node] = prefix
-        self.own_locks[prefix] = 0
-        self.last_use[prefix] = self.clock
+        node = SpecNode(self._issuer, self._next_serial)
+        self._next_serial += 1
+        self._node_at[prefix] = node
+        self._prefix_of[node] = prefix
+        self._own_locks[prefix] = 0
+        self._last_use[prefix] = self._clock
         return node
 
     def parent_end(self, prefix: Prefix) -> int:
         """R4: where the parent of the node at ``prefix`` ends: the longest shorter node, or 0 (the root)."""
         end = 0
-        for other in self.node_at:
+        for other in self._node_at:
             if len(other) < len(prefix) and prefix[: len(other)] == other and len(other) > end:
                 end = len(other)
         return end
@@ -213,7 +222,7 @@ class SpecCache:
     def nodes_below(self, prefix: Prefix) -> list[Prefix]:
         """R4: the nodes whose prefix strictly extends ``prefix``."""
         below: list[Prefix] = []
-        for other in self.node_at:
+        for other in self._node_at:
             if len(other) > len(prefix) and other[: len(prefix)] == prefix:
                 below.append(other)
         return below
@@ -247,27 +256,27 @@ class SpecCache:
             )
         if len(set(given)) != len(given):
             raise InvalidArgument("a block id is repeated within the call")
-        held = set(self.block_at.values())
+        held = set(self._block_at.values())
         for prefix, block in zip(positions, given):
-            if self.block_at.get(prefix) != block and block in held:
+            if self._block_at.get(prefix) != block and block in held:
                 raise InvalidArgument(f"block {block} is cached at another position")
 
-        self.clock += 1
+        self._clock += 1
         if not positions:
             return Inserted(node=self.root, duplicates=[])
         inserted = positions[-1]
         branch_point = self.longest_cached_prefix(inserted)
         duplicates: list[BlockId] = []
         for prefix, block in zip(positions, given):
-            cached = self.block_at.get(prefix)
+            cached = self._block_at.get(prefix)
             if cached is None:
-                self.block_at[prefix] = block
-                self.inserted_blocks += 1
+                self._block_at[prefix] = block
+                self._inserted_blocks += 1
             elif cached != block:
                 duplicates.append(block)
         if branch_point and branch_point != inserted:
-            self.node_ending_at(branch_point)
-        node = self.node_ending_at(inserted)
+            self.split_at(branch_point)
+        node = self.split_at(inserted)
         self.use_path(inserted)
         return Inserted(node=node, duplicates=duplicates)
 
@@ -275,32 +284,32 @@ class SpecCache:
 
     def prefix_of_node(self, node: NodeId) -> Prefix:
         """R6: the prefix of a live node of this cache, or UnknownNode."""
-        if not isinstance(node, SpecNode) or node not in self.prefix_of:
+        if not isinstance(node, SpecNode) or node not in self._prefix_of:
             raise UnknownNode(f"node {node!r} is not in the cache (never issued, or evicted)")
-        return self.prefix_of[node]
+        return self._prefix_of[node]
 
     def lock(self, node: NodeId) -> None:
         """R6: one more lock on ``node``; the root takes none."""
         if node == self.root:
             return
         prefix = self.prefix_of_node(node)
-        self.own_locks[prefix] += 1
+        self._own_locks[prefix] += 1
 
     def unlock(self, node: NodeId) -> None:
         """R6: one lock fewer on ``node``; NotLocked when it holds none of its own."""
         if node == self.root:
             return
         prefix = self.prefix_of_node(node)
-        if self.own_locks[prefix] == 0:
+        if self._own_locks[prefix] == 0:
             raise NotLocked(f"node {node!r} holds no lock")
-        self.own_locks[prefix] -= 1
+        self._own_locks[prefix] -= 1
 
     def is_pinned(self, prefix: Prefix) -> bool:
         """R6: a node is pinned while it or any node below it holds a lock."""
-        if self.own_locks[prefix] > 0:
+        if self._own_locks[prefix] > 0:
             return True
         for below in self.nodes_below(prefix):
-            if self.own_locks[below] > 0:
+            if self._own_locks[below] > 0:
                 return True
         return False
 
@@ -308,9 +317,9 @@ class SpecCache:
 
     def use_path(self, prefix: Prefix) -> None:
         """R7: the current call is a use of every node from the root down to ``prefix``."""
-        for node_prefix in self.node_at:
+        for node_prefix in self._node_at:
             if prefix[: len(node_prefix)] == node_prefix:
-                self.last_use[node_prefix] = self.clock
+                self._last_use[node_prefix] = self._clock
 
     # R8: eviction ----------------------------------------------------------------------
 
@@ -321,9 +330,9 @@ class SpecCache:
         most one of them is a leaf: there are no ties.
         """
         oldest: Prefix | None = None
-        for prefix in self.node_at:
+        for prefix in self._node_at:
             if self.is_leaf(prefix) and not self.is_pinned(prefix):
-                if oldest is None or self.last_use[prefix] < self.last_use[oldest]:
+                if oldest is None or self._last_use[prefix] < self._last_use[oldest]:
                     oldest = prefix
         return oldest
 
@@ -333,11 +342,11 @@ class SpecCache:
         parent_end = self.parent_end(prefix)
         for shorter in self.whole_block_prefixes(prefix):
             if len(shorter) > parent_end:
-                del self.block_at[shorter]
-        node = self.node_at.pop(prefix)
-        del self.prefix_of[node]
-        del self.own_locks[prefix]
-        del self.last_use[prefix]
+                del self._block_at[shorter]
+        node = self._node_at.pop(prefix)
+        del self._prefix_of[node]
+        del self._own_locks[prefix]
+        del self._last_use[prefix]
         return freed
 
     def evict(self, n_blocks: int) -> list[BlockId]:
@@ -352,14 +361,14 @@ class SpecCache:
             if leaf is None:
                 break
             freed.extend(self.remove_leaf(leaf))
-        self.evicted_blocks += len(freed)
+        self._evicted_blocks += len(freed)
         return freed
 
     # R9: counters --------------------------------------------------------------------
 
     def cached_blocks(self) -> int:
         """R9: one block per cached whole-block prefix."""
-        return len(self.block_at)
+        return len(self._block_at)
 
     def cached_tokens(self) -> int:
         """R9: the tokens the cached blocks cover."""
@@ -368,7 +377,7 @@ class SpecCache:
     def evictable_blocks(self) -> int:
         """R9: the blocks of unpinned nodes, exactly what ``evict(10**9)`` would free."""
         count = 0
-        for prefix in self.node_at:
+        for prefix in self._node_at:
             if not self.is_pinned(prefix):
                 count += len(self.node_blocks(prefix))
         return count
@@ -376,16 +385,16 @@ class SpecCache:
     def stats(self) -> PrefixStats:
         """R9: the counters."""
         return PrefixStats(
-            lookups=self.lookups,
-            query_tokens=self.query_tokens,
-            hit_tokens=self.hit_tokens,
-            inserted_blocks=self.inserted_blocks,
-            evicted_blocks=self.evicted_blocks,
+            lookups=self._lookups,
+            query_tokens=self._query_tokens,
+            hit_tokens=self._hit_tokens,
+            inserted_blocks=self._inserted_blocks,
+            evicted_blocks=self._evicted_blocks,
         )
 
     def hit_rate(self) -> float:
         """R9: hit tokens over query tokens."""
-        return arith.hit_rate(self.hit_tokens, self.query_tokens)
+        return arith.hit_rate(self._hit_tokens, self._query_tokens)
 
     # R10 holds because every public call above checks its arguments before its
     # first change.
@@ -395,10 +404,10 @@ class SpecCache:
     def snapshot(self) -> Snapshot:
         """R11: every node as (prefix, own blocks, own locks), by last use then prefix length."""
         order: list[tuple[int, int, Prefix]] = []
-        for prefix in self.node_at:
-            order.append((self.last_use[prefix], len(prefix), prefix))
+        for prefix in self._node_at:
+            order.append((self._last_use[prefix], len(prefix), prefix))
         order.sort()
         nodes: list[NodeView] = []
         for _last_use, _length, prefix in order:
-            nodes.append(NodeView(prefix, tuple(self.node_blocks(prefix)), self.own_locks[prefix]))
+            nodes.append(NodeView(prefix, tuple(self.node_blocks(prefix)), self._own_locks[prefix]))
         return Snapshot(self._block_size, tuple(nodes), self.stats())

@@ -7,19 +7,19 @@ from collections.abc import Callable
 import pytest
 
 import impl
-import spec
-from spec.api import PrefixCache
-from spec.profiles import load_profile
+from spec.model import SpecCache
+from spec.api import CacheFactory
+from prefixspec.running.profiles import load_profile
 
 load_profile()
 
-CacheFactory = Callable[[int], PrefixCache]
 
-CACHES: dict[str, CacheFactory] = {"spec": spec.SpecCache, "impl": impl.RadixCache}
+
+CACHES: dict[str, CacheFactory] = {"spec": SpecCache, "impl": impl.RadixCache}
 
 
 @pytest.fixture(params=sorted(CACHES))
 def make_cache(request: pytest.FixtureRequest) -> CacheFactory:
-    """A cache factory: ``spec.SpecCache`` and ``impl.RadixCache`` in turn."""
+    """A cache factory: ``SpecCache`` and ``impl.RadixCache`` in turn."""
     factory: CacheFactory = CACHES[request.param]
     return factory

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from collections.abc import Sequence
 from pathlib import Path
 
 from examples.adapter_example import ToyAdapter, ToyRadixCache, TreeNode, make_cache
-from spec.checking import run_check, run_golden
+from prefixspec.running.stages import RunPlan, run_check, run_golden
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_adapted_toy_cache_passes_the_check(tmp_path: Path) -> None:
-    report = run_check(make_cache, target_name="examples.adapter_example:make_cache", profile="ci", min_engine_steps=500, out_dir=tmp_path)
+    plan = replace(RunPlan.of_profile("ci"), min_engine_steps=500, out_dir=tmp_path)
+    report = run_check(make_cache, target_name="examples.adapter_example:make_cache", plan=plan)
     assert report.passed, report.summary()
 
 
@@ -41,7 +43,7 @@ def stamps_before_splitting(block_size: int) -> ToyAdapter:
 
 def test_stamping_the_split_child_is_caught(tmp_path: Path) -> None:
     """The difference docs/adapters.md points out: an adapter cannot hide it, the check shows it in a few calls."""
-    stage = run_golden(stamps_before_splitting, tmp_path)
+    stage = run_golden(stamps_before_splitting, replace(RunPlan.of_profile("ci"), out_dir=tmp_path))
     assert not stage.passed
     assert stage.counterexample_calls == 2, stage.failure  # an insert, then a match that splits it
     assert "last-use order" in stage.failure

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from spec.cli import main
-from spec.trace import read_trace
+from prefixspec.commands.main import main
+from prefixspec.formats.trace import read_trace
 
 BROKEN = "stateful_tests.broken_caches:lock_pins_nothing"
 

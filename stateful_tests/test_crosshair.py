@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from spec import arith
-from spec.crosshair_gate import (
+from prefixspec.commands.crosshair import (
     ROOT,
     SPEC_ARITH,
     ContractedFunction,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from spec.golden import golden_trace
+from prefixspec.running.golden import golden_trace
 from spec.model import SpecCache
-from spec.trace import Call, Divergence, Step, Trace, TraceFormatError, parse_trace, replay
-from spec.seed_tests import GOLDEN_FILE as GOLDEN
+from prefixspec.formats.trace import Divergence, Step, Trace, parse_trace, replay
+from prefixspec.shipped import GOLDEN_TRACE as GOLDEN
+from prefixspec.vocabulary import Call, TraceFormatError
 
 
 def test_the_committed_golden_trace_is_what_the_spec_generates() -> None:
@@ -67,11 +70,11 @@ def test_a_bad_trace_is_refused_with_its_line(text: str, line: int, words: str) 
 
 def test_calls_write_as_they_read() -> None:
     calls = [
-        Call("insert", tokens=(1, 2, 3), blocks=(7,), name="n1"),
-        Call("match", tokens=(), name="n2"),
-        Call("lock", handle="n1"),
-        Call("unlock", handle="root"),
-        Call("evict", count=3),
+        Call("insert", ((1, 2, 3), (7,)), name="n1"),
+        Call("match", ((),), name="n2"),
+        Call("lock", ("n1",)),
+        Call("unlock", ("root",)),
+        Call("evict", (3,)),
         Call("hit_rate"),
     ]
     text = Trace(2, [Step(call, None) for call in calls]).text()
@@ -80,7 +83,7 @@ def test_calls_write_as_they_read() -> None:
 
 def test_the_format_example_in_fixtures_readme_replays() -> None:
     """The documentation's example is a real trace with the right results."""
-    readme = (GOLDEN.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "fixtures" / "README.md").read_text(encoding="utf-8")
     example = readme.split("```\n", 2)[1]
     trace = parse_trace(example)
     assert len(trace.steps) == 12

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from spec.cli import main
-from spec.hunt import HuntResult, hunt, table
-from spec.mutants import DEFAULT_CATALOGUE, CatalogueError, Catalogue, Mutant, load_mutant, read_catalogue
-from spec.seed_tests import SEED_TESTS
-from spec.trace import read_trace
+from prefixspec.commands.main import main
+from prefixspec.running.hunt import hunt, table
+from prefixspec.targets.mutants import DEFAULT_CATALOGUE, CatalogueError, Catalogue, Mutant, load_mutant, read_catalogue
+from prefixspec.running.seed_tests import SEED_TESTS
+from prefixspec.formats.trace import read_trace
 
 SEED_IDS = ["s01", "s02", "s03", "s04", "s05", "s06", "s07", "s08", "s09", "s10", "m01", "m02"]
 
@@ -18,11 +18,6 @@ SEED_IDS = ["s01", "s02", "s03", "s04", "s05", "s06", "s07", "s08", "s09", "s10"
 @pytest.fixture(scope="module")
 def catalogue() -> Catalogue:
     return read_catalogue(DEFAULT_CATALOGUE)
-
-
-@pytest.fixture(scope="module")
-def hunted(catalogue: Catalogue, tmp_path_factory: pytest.TempPathFactory) -> list[HuntResult]:
-    return hunt(catalogue, profile="ci", out_dir=tmp_path_factory.mktemp("hunt"))
 
 
 def test_the_catalogue_holds_the_seeds_twelve_bugs(catalogue: Catalogue) -> None:
@@ -51,23 +46,22 @@ def test_the_unmutated_copy_passes_every_seed_test(catalogue: Catalogue) -> None
         seed_test(original)
 
 
-def test_the_hunt_kills_all_twelve_with_the_named_seed_tests(hunted: list[HuntResult]) -> None:
-    print("\n" + table(hunted))
-    assert [result.mutant.id for result in hunted] == SEED_IDS
-    for result in hunted:
-        assert result.killed, f"{result.mutant.id} survived"
-        assert result.missed_seed_tests == [], f"{result.mutant.id}: not killed by {result.missed_seed_tests}"
-        assert result.machine_killers, f"{result.mutant.id}: no state machine killed it"
-
-
-def test_every_counterexample_is_short_and_replays(hunted: list[HuntResult], capsys: pytest.CaptureFixture[str]) -> None:
-    for result in hunted:
-        assert result.counterexample, result.mutant.id
-        trace = read_trace(result.counterexample)
-        assert 1 <= len(trace.steps) <= 15, f"{result.mutant.id}: {len(trace.steps)} calls"
-        target = f"{DEFAULT_CATALOGUE}#{result.mutant.id}"
-        assert main(["replay", result.counterexample, "--target", target]) == 1, result.mutant.id
-        assert main(["replay", result.counterexample, "--target", "impl:RadixCache"]) == 0, result.mutant.id
+@pytest.mark.parametrize("mutant_id", SEED_IDS)
+def test_the_hunt_kills_each_with_its_named_seed_tests_and_a_short_replayable_counterexample(
+    mutant_id: str, catalogue: Catalogue, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One mutant per test, so that the twelve hunts spread over the test workers."""
+    [result] = hunt(catalogue, only=mutant_id, profile="ci", out_dir=tmp_path)
+    print("\n" + table([result]))
+    assert result.killed, f"{mutant_id} survived"
+    assert result.missed_seed_tests == [], f"{mutant_id}: not killed by {result.missed_seed_tests}"
+    assert result.machine_killers, f"{mutant_id}: no state machine killed it"
+    assert result.counterexample, mutant_id
+    trace = read_trace(result.counterexample)
+    assert 1 <= len(trace.steps) <= 15, f"{mutant_id}: {len(trace.steps)} calls"
+    target = f"{DEFAULT_CATALOGUE}#{mutant_id}"
+    assert main(["replay", result.counterexample, "--target", target]) == 1, mutant_id
+    assert main(["replay", result.counterexample, "--target", "impl:RadixCache"]) == 0, mutant_id
     capsys.readouterr()
 
 

@@ -9,7 +9,7 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 import impl
-from spec.conformance import (
+from prefixspec.running.machines import (
     CALLS_PER_EXAMPLE,
     ENGINE_STEPS_PER_EXAMPLE,
     RunTally,

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from spec.api import InvalidArgument, NotLocked, UnknownNode
-from spec.cli import main
+from prefixspec.commands.main import main
 from spec.model import SpecCache
-from spec.pipe import EngineProtocolError, PipeEngine
+from prefixspec.targets.pipe import EngineProtocolError, PipeEngine
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVE = f"cd {shlex.quote(str(ROOT))} && exec {shlex.quote(sys.executable)} -m stateful_tests.engines.serve"
@@ -134,20 +134,20 @@ def test_a_hang_that_hypothesis_reports_as_flaky_is_still_the_engines_report(tmp
     """Hypothesis may raise FlakyStrategyDefinition while the engine's failure unwinds; the report is the engine's."""
     from hypothesis import settings
 
-    from spec.checking import run_machine
-    from spec.conformance import CALLS_PER_EXAMPLE, RunTally, call_machine
+    from prefixspec.running.stages import RunPlan, run_machine
+    from prefixspec.running.machines import CALLS_PER_EXAMPLE, RunTally, call_machine
 
     with PipeEngine(misbehaving("hang", 600), timeout=1) as hanging:
         tally = RunTally()
         chosen = settings(stateful_step_count=CALLS_PER_EXAMPLE, max_examples=240, derandomize=True, database=None, deadline=None)
-        stage = run_machine("call machine", call_machine(hanging, tally), tally, chosen, hanging, tmp_path)
+        stage = run_machine("call machine", call_machine(hanging, tally), tally, chosen, hanging, RunPlan(base=chosen, out_dir=tmp_path))
     assert stage.aborted and not stage.passed
     assert "hangs" in stage.failure and "Flaky" not in stage.failure
 
 
 def test_an_engine_that_does_not_start_is_usage() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "spec.cli", "check", "--exec", "no-such-engine-xyz --serve"],
+        [sys.executable, "-m", "prefixspec", "check", "--exec", "no-such-engine-xyz --serve"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -161,7 +161,7 @@ def test_an_engine_that_does_not_start_is_usage() -> None:
 def test_a_hanging_engine_is_stopped_in_a_real_process(tmp_path: Path) -> None:
     """The whole command ends, with the report and no traceback, while the engine would sleep an hour."""
     completed = subprocess.run(
-        [sys.executable, "-m", "spec.cli", "check", "--exec", misbehaving("hang", 30), "--timeout", "0.5", "--quiet", "--out", str(tmp_path)],
+        [sys.executable, "-m", "prefixspec", "check", "--exec", misbehaving("hang", 30), "--timeout", "0.5", "--quiet", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -1,4 +1,4 @@
-"""``spec.pytest_suite.conformance_suite``: the conformance suite as a TestCase class, for an engine's own tests."""
+"""``prefixspec.conformance_suite``: the conformance suite as a TestCase class, for an engine's own tests."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import settings
 
 import impl
-from spec.pytest_suite import conformance_suite
+from prefixspec import conformance_suite
 from stateful_tests.broken_caches import lock_pins_nothing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +42,24 @@ def test_a_broken_cache_fails_every_test_with_its_counterexample(tmp_path: Path)
         assert "prefixspec-trace 1" in message  # the minimised trace itself, ready for prefixspec replay
 
 
+def test_the_suite_reports_the_counterexample_that_check_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One assembly of a run: the suite and ``prefixspec check`` cut a broken cache to the same trace, stage by stage."""
+    from prefixspec.commands.main import main
+    from prefixspec.running.profiles import load_profile
+
+    assert main(["check", "stateful_tests.broken_caches:lock_pins_nothing", "--quiet", "--out", str(tmp_path / "check")]) == 1
+    capsys.readouterr()
+    load_profile("ci")
+    result = run_suite(conformance_suite(lock_pins_nothing, out_dir=tmp_path / "suite"))
+    assert len(result.failures) == 3
+    for stage in ("golden_trace", "call_machine", "engine_machine"):
+        from_check = (tmp_path / "check" / f"{stage}.trace").read_text(encoding="utf-8")
+        from_suite = (tmp_path / "suite" / f"{stage}.trace").read_text(encoding="utf-8")
+        calls = [line for line in from_check.splitlines() if not line.startswith("#")]
+        assert calls == [line for line in from_suite.splitlines() if not line.startswith("#")], stage
+        assert len(calls) >= 3, stage  # a header, a block size and at least one call
+
+
 def test_settings_pass_through_to_the_machines(tmp_path: Path) -> None:
     """max_examples=1 gives the call machine 20 examples and the engine machine 1 (as prefixspec check would)."""
     seen: list[int] = []
@@ -63,7 +81,7 @@ def test_one_pytest_file_checks_a_cache(tmp_path: Path) -> None:
         textwrap.dedent(
             """
             from hypothesis import settings
-            from spec.pytest_suite import conformance_suite
+            from prefixspec import conformance_suite
             from impl import RadixCache
             from stateful_tests.broken_caches import lock_pins_nothing
 
@@ -92,7 +110,7 @@ def test_one_pytest_file_checks_a_cache(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("stage", ["test_golden_trace"])
 def test_a_pipe_engine_runs_through_the_same_suite(stage: str, tmp_path: Path) -> None:
-    from spec.pipe import PipeEngine
+    from prefixspec.targets.pipe import PipeEngine
 
     serve = f"exec {sys.executable} -m stateful_tests.engines.serve"
     with PipeEngine(f"cd {ROOT} && {serve}") as engine:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from spec.cli import main
-from spec.trace import read_trace
+from prefixspec.commands.main import main
+from prefixspec.formats.trace import read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 CRATE = ROOT / "examples" / "rust"

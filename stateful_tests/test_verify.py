@@ -10,10 +10,11 @@ import pytest
 
 import impl
 from spec.api import PrefixCacheError
-from spec.cli import main
-from spec.engine import Engine, Workload
-from spec.trace import parse_trace, read_trace
-from spec.verify import Recording, RecordingCache, shrink
+from prefixspec.commands.main import main
+from prefixspec.running.engine import Engine, Workload
+from prefixspec.formats.trace import parse_trace, read_trace
+from prefixspec.running.recorded import Recording, shrink
+from prefixspec.targets.recording import RecordingCache
 from stateful_tests.broken_caches import LockPinsNothing
 
 

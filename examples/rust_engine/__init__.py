@@ -14,7 +14,7 @@ import shlex
 from pathlib import Path
 
 import spec
-from spec.pipe import PipeCache, PipeEngine
+from prefixspec.targets.pipe import PipeCache, PipeEngine
 
 BINARY = Path(spec.__file__).resolve().parent.parent / "examples" / "rust" / "target" / "release" / "prefixcache"
 

@@ -20,72 +20,10 @@ import sys
 import time
 from collections.abc import Sequence
 
-from spec.api import ERROR_TYPES, NodeId, PrefixCacheError
-from spec.model import SpecCache, SpecNode
-from spec.trace import TraceFormatError, parse_call, render_ints, render_stats
+from spec.model import SpecCache
+from prefixspec.formats.protocol import ProtocolServer
 
-HANDSHAKE = "prefixspec-protocol 1"
 KINDS = ("crash", "hang", "garbage", "wrong_call", "wrong_shape", "handshake", "banner")
-
-
-def node_text(cache: SpecCache, node: NodeId) -> str:
-    if node == cache.root:
-        return "root"
-    assert isinstance(node, SpecNode)
-    return str(node.serial)
-
-
-class Engine:
-    def __init__(self) -> None:
-        self.cache: SpecCache | None = None
-        self.handles: dict[str, NodeId] = {}
-
-    def answer(self, line: str) -> str:
-        if line.startswith("prefixspec-protocol"):
-            return "ok spec-in-python" if line == HANDSHAKE else f"ProtocolError this engine speaks {HANDSHAKE}"
-        if line.startswith("block_size"):
-            try:
-                self.cache = SpecCache(int(line.split()[1]))
-            except (PrefixCacheError, ValueError, IndexError) as error:
-                return f"InvalidArgument {error}"
-            self.handles = {}
-            return "ok"
-        cache = self.cache
-        if cache is None:
-            return "ProtocolError no cache yet"
-        if line == "snapshot":
-            snapshot = cache.snapshot()
-            nodes = "".join(f" {render_ints(view.prefix)} {render_ints(view.blocks)} {view.locks}" for view in snapshot.nodes)
-            return f"{render_stats(snapshot.stats)} nodes={len(snapshot.nodes)}{nodes}"
-        try:
-            call = parse_call(line, 0)
-        except TraceFormatError as error:
-            return f"ProtocolError {error}"
-        try:
-            if call.op == "match":
-                found = cache.match_prefix(call.tokens)
-                self.handles[call.name] = found.node
-                return f"{found.matched_tokens} {render_ints(found.blocks)} {node_text(cache, found.node)}"
-            if call.op == "insert":
-                done = cache.insert(call.tokens, call.blocks)
-                self.handles[call.name] = done.node
-                return f"{node_text(cache, done.node)} {render_ints(done.duplicates)}"
-            if call.op in ("lock", "unlock"):
-                node = cache.root if call.handle == "root" else self.handles.get(call.handle, "unknown")
-                (cache.lock if call.op == "lock" else cache.unlock)(node)
-                return "ok"
-            if call.op == "evict":
-                return render_ints(cache.evict(call.count))
-            if call.op == "stats":
-                return render_stats(cache.stats())
-            if call.op == "hit_rate":
-                return repr(cache.hit_rate())
-            return str(getattr(cache, call.op)())
-        except PrefixCacheError as error:
-            for name, kind in ERROR_TYPES.items():
-                if isinstance(error, kind):
-                    return f"{name} {error}"
-            raise
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -93,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--misbehave", choices=KINDS, default=None)
     parser.add_argument("--after", type=int, default=0, help="lines answered correctly first")
     arguments = parser.parse_args(argv)
-    engine = Engine()
+    engine = ProtocolServer(SpecCache, "spec-in-python")
     previous = ""
     count = 0
     out = sys.stdout
@@ -120,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif kind == "handshake" and line.startswith("prefixspec-protocol"):
             out.write(f"{line} -> ProtocolError this engine speaks prefixspec-protocol 2\n")
         else:
-            out.write(f"{line} -> {engine.answer(line)}\n")
+            out.write(engine.answer(line) + "\n")
         out.flush()
         previous = line
     return 0

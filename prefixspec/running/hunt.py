@@ -10,19 +10,16 @@ CATALOGUE#ID`` reproduces.
 
 from __future__ import annotations
 
-import argparse
 import shutil
-import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
-from spec.checking import run_check
-from spec.mutants import DEFAULT_CATALOGUE, Catalogue, Mutant, load_mutant, read_catalogue
-from spec.profiles import PROFILES
-from spec.seed_tests import SEED_TESTS
+from prefixspec.running.seed_tests import SEED_TESTS
+from prefixspec.running.stages import RunPlan, run_check
+from prefixspec.targets.mutants import Catalogue, Mutant, load_mutant
 
 
 @dataclass
@@ -63,7 +60,9 @@ def hunt_mutant(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Pat
 
     with tempfile.TemporaryDirectory(prefix=f"hunt-{mutant.id}-") as scratch:
         stages_start = time.perf_counter() - started
-        report = run_check(factory, target_name=f"{catalogue.path}#{mutant.id}", profile=profile, out_dir=Path(scratch))
+        target = f"{catalogue.path}#{mutant.id}"
+        plan = replace(RunPlan.of_profile(profile), out_dir=Path(scratch), replay_target=f"--target {target}")
+        report = run_check(factory, target_name=target, plan=plan)
         shortest = None
         for index, stage in enumerate(report.stages):
             if stage.passed:
@@ -118,28 +117,3 @@ def table(results: list[HuntResult]) -> str:
     rows.append("")
     rows.append(f"{killed} of {len(results)} mutants killed ({100 * killed / max(len(results), 1):.0f}%)")
     return "\n".join(rows)
-
-
-def command_hunt(arguments: argparse.Namespace) -> int:
-    catalogue = read_catalogue(Path(arguments.catalogue))
-    started = time.perf_counter()
-    results = hunt(
-        catalogue,
-        only=arguments.mutant,
-        profile=arguments.profile,
-        out_dir=Path(arguments.out),
-        progress=None if arguments.quiet else sys.stderr,
-    )
-    print(table(results))
-    print(f"counterexamples in {arguments.out}/ (prefixspec replay {arguments.out}/ID.trace --target {catalogue.path}#ID); {time.perf_counter() - started:.1f} s")
-    return 0 if all(result.killed for result in results) else 1
-
-
-def add_hunt_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser("hunt", help="plant each catalogued bug and show what catches it")
-    parser.add_argument("catalogue", nargs="?", default=str(DEFAULT_CATALOGUE), help="a mutant catalogue (default: catalogues/impl.toml)")
-    parser.add_argument("--mutant", default=None, metavar="ID", help="hunt only this mutant")
-    parser.add_argument("--profile", choices=PROFILES, default="ci", help="Hypothesis profile (default ci)")
-    parser.add_argument("--out", default="hunt", metavar="DIR", help="where the counterexample traces go (default hunt/)")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
-    parser.set_defaults(run=command_hunt)

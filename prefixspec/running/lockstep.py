@@ -10,11 +10,9 @@ result, so the calls up to a disagreement are a ready counterexample trace.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import cast
-
-from spec.api import BlockId, Inserted, NodeId, PrefixCache, PrefixMatch, PrefixStats, Snapshot
-from spec.trace import Call, CallRunner, Step, Trace, error_name, same_outcome
+from spec.api import NodeId, PrefixCache, Snapshot
+from prefixspec.formats.trace import CallRunner, Step, Trace, same_outcome
+from prefixspec.vocabulary import Call, CallThrough, Unwritable, error_name
 
 
 class Disagreement(AssertionError):
@@ -50,7 +48,7 @@ def describe_snapshot_difference(expected: Snapshot, got: Snapshot) -> tuple[str
     )
 
 
-class Lockstep:
+class Lockstep(CallThrough):
     """A ``PrefixCache`` that makes every call on ``reference`` and, when given, ``target``.
 
     Results returned are the reference's.  A call whose result or resulting
@@ -74,11 +72,14 @@ class Lockstep:
         """Every call so far with the reference's results."""
         return Trace(self.reference.block_size(), list(self.steps))
 
+    def next_name(self) -> str:
+        return f"n{len(self.steps) + 1}"
+
     def handle_of(self, node: NodeId) -> str:
         """The trace handle of a reference node that an earlier call returned."""
         name = self._reference_runner.name_of(node)
         if name is None:
-            raise ValueError(f"node {node!r} was not returned by any call made through this lockstep")
+            raise Unwritable(f"node {node!r} was not returned by any call made through this lockstep")
         return name
 
     def target_node(self, handle: str) -> NodeId | None:
@@ -111,45 +112,8 @@ class Lockstep:
             expected_text, got_text = describe_snapshot_difference(wanted, actual)
             raise Disagreement(self.trace(), "snapshot", expected_text, got_text)
 
-    def _next_name(self) -> str:
-        return f"n{len(self.steps) + 1}"
-
-    # The PrefixCache calls, each one trace call.
-
     def block_size(self) -> int:
         return self.reference.block_size()
-
-    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
-        call = Call("match", tokens=tuple(tokens), name=self._next_name())
-        return cast(PrefixMatch, self.perform(call))
-
-    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
-        call = Call("insert", tokens=tuple(tokens), blocks=tuple(blocks), name=self._next_name())
-        return cast(Inserted, self.perform(call))
-
-    def lock(self, node: NodeId) -> None:
-        self.perform(Call("lock", handle=self.handle_of(node)))
-
-    def unlock(self, node: NodeId) -> None:
-        self.perform(Call("unlock", handle=self.handle_of(node)))
-
-    def evict(self, n_blocks: int) -> list[BlockId]:
-        return cast(list[BlockId], self.perform(Call("evict", count=n_blocks)))
-
-    def cached_tokens(self) -> int:
-        return cast(int, self.perform(Call("cached_tokens")))
-
-    def cached_blocks(self) -> int:
-        return cast(int, self.perform(Call("cached_blocks")))
-
-    def evictable_blocks(self) -> int:
-        return cast(int, self.perform(Call("evictable_blocks")))
-
-    def stats(self) -> PrefixStats:
-        return cast(PrefixStats, self.perform(Call("stats")))
-
-    def hit_rate(self) -> float:
-        return cast(float, self.perform(Call("hit_rate")))
 
     def snapshot(self) -> Snapshot:
         """The reference's snapshot; not a call of the trace (it changes nothing)."""

@@ -37,13 +37,11 @@ from hypothesis.stateful import (
     rule,
 )
 
-from spec.api import ID_LIMIT, BlockId, Inserted, NodeId, PrefixCache, PrefixCacheError, PrefixMatch
-from spec.engine import Engine, Workload
-from spec.lockstep import Lockstep
+from spec.api import ID_LIMIT, BlockId, CacheFactory, Inserted, NodeId, PrefixCacheError, PrefixMatch
 from spec.model import SpecCache
-from spec.trace import Trace
-
-CacheFactory = Callable[[int], PrefixCache]
+from prefixspec.running.engine import Engine, Workload
+from prefixspec.running.lockstep import Lockstep
+from prefixspec.vocabulary import BY_OP, QUERIES
 
 ENGINE_STEPS_PER_EXAMPLE = 3000
 """Every engine example must run at least this many engine steps; the runner checks it."""
@@ -94,14 +92,6 @@ class RunTally:
         return 2 * self.calls + 2 * self.engine_steps
 
 
-class FailureWithTrace(AssertionError):
-    """A machine failure, with the calls made on the spec and the cache so far."""
-
-    def __init__(self, message: str, trace: Trace) -> None:
-        super().__init__(message)
-        self.trace = trace
-
-
 def attach_trace(error: BaseException, pair: Lockstep, tally: RunTally) -> BaseException:
     """Give a failure the calls that led to it, so the runner can write and minimise them; note when the first came."""
     setattr(error, "prefixspec_trace", pair.trace())
@@ -134,7 +124,8 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None) -> type[R
 
         def __init__(self) -> None:
             super().__init__()
-            self.pair = Lockstep(SpecCache(1), factory(1))
+            self.spec = SpecCache(1)
+            self.pair = Lockstep(self.spec, factory(1))
             self.next_block: BlockId = 0
             counts.examples += 1
             if counts.progress is not None:
@@ -142,7 +133,8 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None) -> type[R
 
         @initialize(block_size=st.integers(1, 4), target=prompts)
         def choose_block_size(self, block_size: int) -> object:
-            self.pair = Lockstep(SpecCache(block_size), factory(block_size))
+            self.spec = SpecCache(block_size)
+            self.pair = Lockstep(self.spec, factory(block_size))
             return multiple((0,) * block_size, (1,) * (2 * block_size))
 
         def call(self, action: Callable[[], object]) -> object:
@@ -166,10 +158,8 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None) -> type[R
 
         def cached_blocks_along(self, prompt: tuple[int, ...]) -> list[BlockId | None]:
             """The spec's block at each whole-block position of ``prompt``, None where uncached."""
-            size = self.pair.block_size()
-            reference = self.pair.reference
-            assert isinstance(reference, SpecCache)
-            return [reference.block_at.get(prompt[: (index + 1) * size]) for index in range(len(prompt) // size)]
+            size = self.spec.block_size()
+            return [self.spec.block_cached_at(prompt[: (index + 1) * size]) for index in range(len(prompt) // size)]
 
         # Prompts that share, extend and diverge ------------------------------------
 
@@ -210,9 +200,8 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None) -> type[R
                 blocks = blocks[:-1]
             elif mistake == "repeat" and len(blocks) >= 2:
                 blocks[-1] = blocks[0]
-            elif mistake == "cached_elsewhere" and blocks and self.pair.reference.cached_blocks():
-                assert isinstance(self.pair.reference, SpecCache)
-                blocks[-1] = min(self.pair.reference.block_at.values())
+            elif mistake == "cached_elsewhere" and blocks and self.spec.cached_blocks():
+                blocks[-1] = min(self.spec.cached_block_ids())
             elif mistake == "bad_id" and blocks:
                 blocks[0] = ID_LIMIT
             elif mistake == "bad_token":
@@ -246,9 +235,9 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None) -> type[R
         def evict_everything(self) -> None:
             self.call(lambda: self.pair.evict(10**9))
 
-        @rule(query=st.sampled_from(["stats", "hit_rate", "cached_tokens", "cached_blocks", "evictable_blocks"]))
+        @rule(query=st.sampled_from(QUERIES))
         def read_counters(self, query: str) -> None:
-            self.call(getattr(self.pair, query))
+            self.call(getattr(self.pair, BY_OP[query].method))
 
         @precondition(lambda self: self.pair.reference.cached_blocks() > 0)
         @rule()

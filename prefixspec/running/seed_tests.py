@@ -10,17 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-from spec.api import InvalidArgument, NotLocked, PrefixCache, PrefixStats
-from spec.engine import Workload, run_engine
-from spec.golden import golden_trace
-from spec.trace import read_trace, replay
-
-CacheFactory = Callable[[int], PrefixCache]
-
-GOLDEN_FILE = Path(__file__).resolve().parent.parent / "fixtures" / "radix_trace.txt"
-"""The committed golden trace; an installed copy without it replays the trace the spec generates."""
+from spec.api import CacheFactory, InvalidArgument, NotLocked, PrefixStats
+from prefixspec.formats.trace import read_trace, replay
+from prefixspec.running.engine import Workload, run_engine
+from prefixspec.shipped import GOLDEN_TRACE
 
 
 @contextmanager
@@ -154,7 +148,7 @@ def eviction_frees_the_least_recently_used_first(make_cache: CacheFactory) -> No
 
 def golden_reference_trace(make_cache: CacheFactory) -> None:
     """The committed golden trace replays without a divergence: every match, duplicate, eviction and count."""
-    trace = read_trace(str(GOLDEN_FILE)) if GOLDEN_FILE.exists() else golden_trace()
+    trace = read_trace(GOLDEN_TRACE)
     assert len(trace.steps) >= 300
     divergence = replay(trace, make_cache(trace.block_size))
     assert divergence is None, divergence.describe()

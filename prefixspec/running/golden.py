@@ -8,13 +8,15 @@ never drifts from the spec and is never edited by hand.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from spec.api import PrefixCacheError
-from spec.engine import Engine, Workload
-from spec.lockstep import Lockstep
+from prefixspec.running.engine import Engine, Workload
+from prefixspec.running.lockstep import Lockstep
 from spec.model import SpecCache
-from spec.trace import Trace
+from prefixspec.formats.trace import Trace
 
 GOLDEN_SEED = 8_4
 GOLDEN_WORKLOAD = Workload(block_size=2, pool_size=24, max_running=4, system_prompts=2, alphabet=3, longest_prompt_blocks=8)
@@ -67,3 +69,18 @@ def golden_trace() -> Trace:
         "never edit it by hand. The format is described in fixtures/README.md.",
     ]
     return trace
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m prefixspec.running.golden FILE``: write the golden trace from the spec (``make fixtures``)."""
+    if len(argv) != 1:
+        print("usage: python -m prefixspec.running.golden FILE", file=sys.stderr)
+        return 2
+    text = golden_trace().text()  # generated in full before the file is opened, so a failure leaves it whole
+    Path(argv[0]).write_text(text, encoding="utf-8")
+    print(f"wrote {argv[0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

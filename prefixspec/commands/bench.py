@@ -17,9 +17,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from spec.targets import UsageError
+from prefixspec.errors import UsageError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BENCH_VENV = ROOT / ".venv-bench"
 BENCH_PYTHON = BENCH_VENV / "bin" / "python"
 

@@ -8,43 +8,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from spec.api import PrefixCache
-
-CacheFactory = Callable[[int], PrefixCache]
+from spec.api import CacheFactory
+from prefixspec.errors import TargetError
+from prefixspec.vocabulary import INTERFACE
 
 DEFAULT_TARGET = "impl:RadixCache"
 
-INTERFACE = (
-    "root",
-    "block_size",
-    "match_prefix",
-    "insert",
-    "lock",
-    "unlock",
-    "evict",
-    "cached_tokens",
-    "cached_blocks",
-    "evictable_blocks",
-    "stats",
-    "hit_rate",
-    "snapshot",
-)
-
-
-class UsageError(Exception):
-    """Bad usage of the command line: reported in one line, exit status 2."""
-
-
-class TargetError(UsageError):
-    """A target that cannot be loaded or does not satisfy the interface; the message is one line."""
-
 
 def load_factory(target: str) -> CacheFactory:
-    """The factory a ``module:attribute`` target (or a ``CATALOGUE#MUTANT`` one) names, checked by building one cache."""
-    if "#" in target:
-        from spec.mutants import load_mutant_target  # mutants import this module
-
-        return check_factory(target, load_mutant_target(target))
+    """The factory a ``module:attribute`` target names, checked by building one cache."""
     module_name, colon, attribute = target.partition(":")
     if not colon or not module_name or not attribute:
         raise TargetError(f"target {target!r} must look like module:factory (for example impl:RadixCache)")

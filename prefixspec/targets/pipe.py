@@ -34,7 +34,6 @@ import atexit
 import itertools
 import operator
 import os
-import re
 import select
 import signal
 import subprocess
@@ -46,23 +45,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, NoReturn
 
-from spec.api import (
-    ERROR_TYPES,
-    BlockId,
-    Inserted,
-    InvalidArgument,
-    NodeId,
-    NodeView,
-    PrefixMatch,
-    PrefixStats,
-    Snapshot,
-    TargetFailure,
-    UnknownNode,
+from spec.api import InvalidArgument, NodeId, PrefixStats, Snapshot, TargetFailure, UnknownNode
+from prefixspec.formats.protocol import HANDSHAKE, PROTOCOL_VERSION, parse_snapshot
+from prefixspec.vocabulary import (
+    ERROR_NAMES,
+    Call,
+    CallThrough,
+    ResultFormatError,
+    TraceFormatError,
+    Unwritable,
+    parse_call,
+    parse_result,
+    read_int,
+    result_error,
 )
-from spec.trace import Call, TraceFormatError, parse_call, render_ints
 
-PROTOCOL_VERSION = 1
-HANDSHAKE = f"prefixspec-protocol {PROTOCOL_VERSION}"
 DEFAULT_TIMEOUT = 5.0
 """Seconds an engine may take to answer one line (the handshake included)."""
 
@@ -77,21 +74,6 @@ SHOWN_CHARS = 160
 
 IDLE_PROCESSES = 4
 """Processes a pool keeps for the next caches."""
-
-_INTS = r"\[ *((?:[0-9]+ *)*)\]"
-_NODE = r"(root|[0-9]+)"
-_STATS = r"lookups=([0-9]+) +query_tokens=([0-9]+) +hit_tokens=([0-9]+) +inserted_blocks=([0-9]+) +evicted_blocks=([0-9]+)"
-_GRAMMAR = {
-    "match": (re.compile(rf"([0-9]+) +{_INTS} +{_NODE}"), "MATCHED_TOKENS [BLOCK ...] NODE"),
-    "insert": (re.compile(rf"{_NODE} +{_INTS}"), "NODE [DUPLICATE ...]"),
-    "ok": (re.compile(r"ok"), "ok"),
-    "evict": (re.compile(_INTS), "[BLOCK ...]"),
-    "count": (re.compile(r"[0-9]+"), "a whole number"),
-    "stats": (re.compile(_STATS), "lookups=L query_tokens=Q hit_tokens=H inserted_blocks=I evicted_blocks=E"),
-    "snapshot": (re.compile(rf"{_STATS} +nodes=([0-9]+)((?: +{_INTS} +{_INTS} +[0-9]+)*)"), "STATS nodes=K followed by K times [PREFIX ...] [BLOCK ...] LOCKS"),
-}
-_SNAPSHOT_NODE = re.compile(rf" +{_INTS} +{_INTS} +([0-9]+)")
-_ERROR_NAMES = ", ".join(ERROR_TYPES)
 
 
 class EngineProtocolError(TargetFailure):
@@ -110,10 +92,6 @@ def _shown(line: str) -> str:
     if len(line) <= SHOWN_CHARS:
         return line
     return f"{line[:SHOWN_CHARS]}... ({len(line):,} characters)"
-
-
-def _ints(text: str) -> list[int]:
-    return list(map(int, text.split()))
 
 
 class EngineProcess:
@@ -440,7 +418,7 @@ class PipeEngine:
 _serials = itertools.count(1)
 
 
-class PipeCache:
+class PipeCache(CallThrough):
     """A ``PrefixCache`` whose answers come from an engine process over the line protocol."""
 
     def __init__(self, engine: PipeEngine, block_size: int) -> None:
@@ -453,14 +431,19 @@ class PipeCache:
         self._block_size = size
         self._serial = next(_serials)
         self._root = PipeNode(self._serial, None)
-        self._calls = 0
         self._name_of_id: dict[int, str] = {}
+        self.calls_made = 0
         self._ahead = "snapshot" if engine.snapshot_ahead else None
         self._last_snapshot: tuple[str, Snapshot] = ("", Snapshot(size, (), PrefixStats(0, 0, 0, 0, 0)))
         self._process = engine.acquire()
         self._finalizer = weakref.finalize(self, engine.release, self._process)
         self._process.context = f"while starting a cache of block size {size}"
-        self._expect("block_size", f"block_size {size}", None)
+        answer = self._process.exchange(f"block_size {size}", None)
+        if answer != "ok":
+            error = result_error(answer)
+            if error is not None:
+                raise error
+            self._fail_shape(f"block_size {size}", answer, "`ok`")
 
     @property
     def engine_name(self) -> str:
@@ -477,124 +460,56 @@ class PipeCache:
     def block_size(self) -> int:
         return self._block_size
 
-    # One exchange -------------------------------------------------------------------------
-
-    def _exchange(self, line: str, call: Call | None) -> str:
-        """Send ``line`` (a call of the interface, with a snapshot ahead), and read its result."""
-        self._calls += 1
-        self._process.context = f"at call {self._calls} to a cache of block size {self._block_size}"
-        return self._process.exchange(line, call, ahead=self._ahead if call is not None else None)
-
-    def _expect(self, kind: str, line: str, call: Call | None, result: str | None = None) -> re.Match[str]:
-        """Send ``line`` (unless its ``result`` is known); the result parsed by the grammar of ``kind``, or the error it names raised."""
-        process = self._process
-        if result is None:
-            result = self._exchange(line, call)
-        grammar, shape = _GRAMMAR["ok" if kind == "block_size" else kind]
-        found = grammar.fullmatch(result)
-        if found is not None:
-            return found
-        name, _, message = result.partition(" ")
-        error = ERROR_TYPES.get(name)
-        if error is not None:
-            raise error(message or f"the engine answered {name}")
-        process.fail(
-            f"gave a malformed answer: it answered `{_shown(line)}` with `{_shown(result)}`, which is neither `{shape}` "
-            f"nor an error name ({_ERROR_NAMES}); a garbled answer, or the answer of another call"
+    def _fail_shape(self, line: str, result: str, shape: str) -> NoReturn:
+        self._process.fail(
+            f"gave a malformed answer: it answered `{_shown(line)}` with `{_shown(result)}`, which is neither {shape} "
+            f"nor an error name ({ERROR_NAMES}); a garbled answer, or the answer of another call"
         )
 
-    def _ids(self, values: Sequence[int], what: str) -> tuple[int, ...]:
-        """R1 as far as the wire needs it: ints, written in decimal; their range is the engine's to check."""
+    def perform(self, call: Call) -> object:
+        """Send the call (with a snapshot ahead), read its answer and parse it by the call's result kind."""
+        self.calls_made += 1
+        line = call.text()
+        self._process.context = f"at call {self.calls_made} to a cache of block size {self._block_size}"
+        result = self._process.exchange(line, call, ahead=self._ahead)
         try:
-            return tuple(operator.index(value) for value in values)
-        except TypeError:
-            raise InvalidArgument(f"{what} must be ints") from None
+            return parse_result(call.kind, result, lambda word: self._node(word, call.name))
+        except ResultFormatError as problem:
+            self._fail_shape(line, result, str(problem))
+
+    def unwritable(self, method: str, arguments: Sequence[object], problem: Unwritable) -> object:
+        """R1 as far as the wire needs it: ints, written in decimal; their range is the engine's to check."""
+        raise InvalidArgument(str(problem))
+
+    def next_name(self) -> str:
+        return f"n{self.calls_made + 1}"
 
     def _node(self, text: str, name: str) -> PipeNode:
         if text == "root":
             return self._root
-        node_id = int(text)
+        node_id = read_int(text)
+        if node_id is None:
+            raise ResultFormatError(f"a node written as root or a whole number, not {text!r}")
         self._name_of_id[node_id] = name
         return PipeNode(self._serial, node_id)
 
-    def _handle(self, node: NodeId) -> str:
+    def handle_of(self, node: NodeId) -> str:
         if node == self._root:
             return "root"
         if isinstance(node, PipeNode) and node.cache == self._serial and node.id in self._name_of_id:
             return self._name_of_id[node.id]
         raise UnknownNode(f"{node!r} was never returned by this cache")
 
-    def _name(self) -> str:
-        return f"n{self._calls + 1}"
-
-    # The calls ------------------------------------------------------------------------------
-
-    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
-        call = Call("match", tokens=self._ids(tokens, "tokens"), name=self._name())
-        found = self._expect("match", call.text(), call)
-        return PrefixMatch(int(found[1]), _ints(found[2]), self._node(found[3], call.name))
-
-    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
-        call = Call("insert", tokens=self._ids(tokens, "tokens"), blocks=self._ids(blocks, "blocks"), name=self._name())
-        found = self._expect("insert", call.text(), call)
-        return Inserted(self._node(found[1], call.name), _ints(found[2]))
-
-    def lock(self, node: NodeId) -> None:
-        call = Call("lock", handle=self._handle(node))
-        self._expect("ok", call.text(), call)
-
-    def unlock(self, node: NodeId) -> None:
-        call = Call("unlock", handle=self._handle(node))
-        self._expect("ok", call.text(), call)
-
-    def evict(self, n_blocks: int) -> list[BlockId]:
-        try:
-            count = operator.index(n_blocks)
-        except TypeError:
-            raise InvalidArgument(f"n_blocks must be an int, got {type(n_blocks).__name__}") from None
-        call = Call("evict", count=count)
-        return _ints(self._expect("evict", call.text(), call)[1])
-
-    def _count(self, op: str) -> int:
-        return int(self._expect("count", op, Call(op))[0])
-
-    def cached_tokens(self) -> int:
-        return self._count("cached_tokens")
-
-    def cached_blocks(self) -> int:
-        return self._count("cached_blocks")
-
-    def evictable_blocks(self) -> int:
-        return self._count("evictable_blocks")
-
-    def stats(self) -> PrefixStats:
-        found = self._expect("stats", "stats", Call("stats"))
-        return PrefixStats(*(int(found[index]) for index in range(1, 6)))
-
-    def hit_rate(self) -> float:
-        result = self._exchange("hit_rate", Call("hit_rate"))
-        try:
-            return float(result)
-        except ValueError:
-            name, _, message = result.partition(" ")
-            error = ERROR_TYPES.get(name)
-            if error is not None:
-                raise error(message or f"the engine answered {name}") from None
-            self._process.fail(f"gave a malformed answer: it answered `hit_rate` with `{_shown(result)}`, which is neither a number nor an error name ({_ERROR_NAMES})")
-
     def snapshot(self) -> Snapshot:
         result = self._process.take_ahead("snapshot")
         if result is None:
-            result = self._exchange("snapshot", None)
+            self._process.context = f"after call {self.calls_made} to a cache of block size {self._block_size}"
+            result = self._process.exchange("snapshot", None)
         if result == self._last_snapshot[0]:
             return self._last_snapshot[1]  # unchanged since the last call (a counter was read): parsed already
-        found = self._expect("snapshot", "snapshot", None, result)
-        stats = PrefixStats(*(int(found[index]) for index in range(1, 6)))
-        nodes = tuple(
-            NodeView(tuple(_ints(node[1])), tuple(_ints(node[2])), int(node[3])) for node in _SNAPSHOT_NODE.finditer(found[7])
-        )
-        if len(nodes) != int(found[6]):
-            self._process.fail(f"gave a malformed answer: its `snapshot` says nodes={found[6]} but lists {len(nodes)} nodes")
-        snapshot = Snapshot(self._block_size, nodes, stats)
+        try:
+            snapshot = parse_snapshot(result, self._block_size)
+        except ResultFormatError as problem:
+            self._fail_shape("snapshot", result, str(problem))
         self._last_snapshot = (result, snapshot)
         return snapshot

@@ -1,6 +1,6 @@
-"""The CrossHair gate: every contract of ``spec/arith.py`` proved, every impl twin shown equal.
+"""``prefixspec crosshair``, the CrossHair gate: every contract of ``spec/arith.py`` proved, every impl twin shown equal.
 
-``python -m spec.crosshair_gate`` (``make crosshair``) runs, two processes at a time,
+``prefixspec crosshair`` (``make crosshair``) runs, two processes at a time,
 
 - ``crosshair check --report_all`` on each function of ``spec/arith.py``, and
 - ``crosshair diffbehavior spec.arith.F impl.blocks.F`` for each such F,
@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import importlib.util
 import os
 import re
 import subprocess
@@ -49,7 +50,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import spec
+from prefixspec.errors import UsageError
+
+ROOT = Path(spec.__file__).resolve().parent.parent
+"""The folder that holds the ``spec`` and ``impl`` packages: a checkout, or site-packages."""
 SPEC_ARITH = ROOT / "spec" / "arith.py"
 IMPL_ARITH = ROOT / "impl" / "blocks.py"
 
@@ -345,17 +350,18 @@ def format_table(verdicts: Sequence[Verdict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spec.crosshair_gate", description=__doc__.splitlines()[0] if __doc__ else None)
+def add_crosshair_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("crosshair", help="prove the contracts of spec/arith.py with CrossHair (needs crosshair-tool: the dev extra)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="crosshair processes at a time (default: 2)")
-    arguments = parser.parse_args(argv)
+    parser.set_defaults(run=command_crosshair)
+
+
+def command_crosshair(arguments: argparse.Namespace) -> int:
+    if importlib.util.find_spec("crosshair") is None:
+        raise UsageError("prefixspec crosshair needs CrossHair: pip install 'prefixspec[dev]' (or crosshair-tool)")
     start = time.monotonic()
     verdicts = run_gate(arguments.jobs)
     print(format_table(verdicts))
     failed = sum(not verdict.passed for verdict in verdicts)
     print(f"\n{len(verdicts) - failed}/{len(verdicts)} runs passed in {time.monotonic() - start:.1f} s wall")
     return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

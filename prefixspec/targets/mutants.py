@@ -30,17 +30,16 @@ import itertools
 import re
 import sys
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from spec.api import PrefixCache
-from spec.targets import TargetError
+from spec.api import CacheFactory
+from prefixspec.errors import TargetError
+from prefixspec.shipped import IMPL_CATALOGUE
 
-CacheFactory = Callable[[int], PrefixCache]
-
-DEFAULT_CATALOGUE = Path(__file__).resolve().parent.parent / "catalogues" / "impl.toml"
+DEFAULT_CATALOGUE = IMPL_CATALOGUE
 
 _copies = itertools.count(1)
 

@@ -12,19 +12,18 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from spec.api import PrefixCache, PrefixCacheError
-from spec.lockstep import Disagreement, Lockstep
+from spec.api import CacheFactory, PrefixCacheError
 from spec.model import SpecCache
-from spec.trace import HANDLE_OPS, Call, Trace, UnresolvedHandle
-
-CacheFactory = Callable[[int], PrefixCache]
+from prefixspec.formats.trace import Trace, UnresolvedHandle
+from prefixspec.running.lockstep import Disagreement, Lockstep
+from prefixspec.vocabulary import Call
 
 
 def handles_resolve(calls: Sequence[Call]) -> bool:
     """Every lock and unlock names a node that an earlier call in ``calls`` returned."""
     named = {"root"}
     for call in calls:
-        if call.op in HANDLE_OPS and call.handle not in named:
+        if any(handle not in named for handle in call.handles):
             return False
         if call.name:
             named.add(call.name)
@@ -120,7 +119,7 @@ def minimise(
     return best, found
 
 
-def counterexample_trace(block_size: int, calls: Sequence[Call], disagreement: Disagreement, title: str) -> Trace:
+def counterexample_trace(block_size: int, calls: Sequence[Call], disagreement: Disagreement, title: str, reproduce: str) -> Trace:
     """The calls with the spec's results as expectations, and the disagreement in the header."""
     trace = Trace(block_size, list(disagreement.trace.steps[: len(calls)]))
     trace.comments = [
@@ -128,6 +127,6 @@ def counterexample_trace(block_size: int, calls: Sequence[Call], disagreement: D
         f"{len(calls)} calls; the last one shows the disagreement ({disagreement.kind}):",
         f"  spec:  {disagreement.expected}",
         f"  cache: {disagreement.got}",
-        "Reproduce with: prefixspec replay THIS_FILE --target MODULE:FACTORY",
+        f"Reproduce with: {reproduce}",
     ]
     return trace

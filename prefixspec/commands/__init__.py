@@ -1,0 +1,1 @@
+"""The ``prefixspec`` command line: one module per command, ``main`` assembles them."""

@@ -1,0 +1,55 @@
+"""``prefixspec check [TARGET | --exec CMD]``: every stage of a check against one cache, as a report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from spec.api import CacheFactory
+from prefixspec.commands.options import add_exec_options, exec_engine, exec_name, positive_int
+from prefixspec.running.profiles import PROFILES
+from prefixspec.running.stages import RunPlan, run_check
+from prefixspec.targets.loading import DEFAULT_TARGET
+from prefixspec.targets.named import load_target
+
+
+def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    check = commands.add_parser("check", help="run the golden trace and both state machines against a cache")
+    check.add_argument("target", nargs="?", default=None, help=f"module:factory, factory(block_size) -> cache (default {DEFAULT_TARGET})")
+    add_exec_options(check, "instead of a TARGET")
+    check.add_argument("--profile", choices=PROFILES, default="ci", help="Hypothesis profile: ci (reproducible, minutes) or deep (long); default ci")
+    check.add_argument("--steps", type=positive_int, default=3000, help="engine steps each engine example must reach (default 3000)")
+    check.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: derandomized in ci, random in deep)")
+    check.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON to FILE")
+    check.add_argument("--out", metavar="DIR", default="counterexamples", help="where counterexample traces go (default counterexamples/)")
+    check.add_argument("--quiet", action="store_true", help="no progress lines")
+    check.set_defaults(run=command_check)
+
+
+def command_check(arguments: argparse.Namespace) -> int:
+    engine = exec_engine(arguments, "target")
+    if engine is None:
+        target = arguments.target or DEFAULT_TARGET
+        return run_and_report(load_target(target), target, f"--target {target}", arguments)
+    with engine:
+        named = exec_name(arguments)
+        return run_and_report(engine, named, named, arguments)
+
+
+def run_and_report(factory: CacheFactory, target_name: str, replay_target: str, arguments: argparse.Namespace) -> int:
+    plan = replace(
+        RunPlan.of_profile(arguments.profile),
+        min_engine_steps=arguments.steps,
+        seed=arguments.seed,
+        out_dir=Path(arguments.out),
+        progress=None if arguments.quiet else sys.stderr,
+        replay_target=replay_target,
+    )
+    report = run_check(factory, target_name=target_name, plan=plan)
+    print(report.summary())
+    if arguments.json:
+        Path(arguments.json).write_text(json.dumps(report.as_json(), indent=2) + "\n", encoding="utf-8")
+    return 0 if report.passed else 1

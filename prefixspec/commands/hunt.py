@@ -1,0 +1,37 @@
+"""``prefixspec hunt [CATALOGUE] [--mutant ID]``: plant each catalogued bug, show what catches it (``prefixspec.running.hunt``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from prefixspec.running.hunt import hunt, table
+from prefixspec.running.profiles import PROFILES
+from prefixspec.targets.mutants import DEFAULT_CATALOGUE, read_catalogue
+
+
+def command_hunt(arguments: argparse.Namespace) -> int:
+    catalogue = read_catalogue(Path(arguments.catalogue))
+    started = time.perf_counter()
+    results = hunt(
+        catalogue,
+        only=arguments.mutant,
+        profile=arguments.profile,
+        out_dir=Path(arguments.out),
+        progress=None if arguments.quiet else sys.stderr,
+    )
+    print(table(results))
+    print(f"counterexamples in {arguments.out}/ (prefixspec replay {arguments.out}/ID.trace --target {catalogue.path}#ID); {time.perf_counter() - started:.1f} s")
+    return 0 if all(result.killed for result in results) else 1
+
+
+def add_hunt_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("hunt", help="plant each catalogued bug and show what catches it")
+    parser.add_argument("catalogue", nargs="?", default=str(DEFAULT_CATALOGUE), help="a mutant catalogue (default: catalogues/impl.toml)")
+    parser.add_argument("--mutant", default=None, metavar="ID", help="hunt only this mutant")
+    parser.add_argument("--profile", choices=PROFILES, default="ci", help="Hypothesis profile (default ci)")
+    parser.add_argument("--out", default="hunt", metavar="DIR", help="where the counterexample traces go (default hunt/)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.set_defaults(run=command_hunt)

@@ -1,0 +1,58 @@
+"""The ``prefixspec`` command line: every command, assembled; exit statuses and one-line errors.
+
+Exit status: 0 when everything holds, 1 when the cache disagrees with the spec
+(a minimised counterexample trace is written) or an engine driven with
+``--exec`` broke the line protocol mid-run, 2 for bad usage (an unknown
+option, a target that cannot be loaded, a trace that cannot be read, an
+engine that does not start or fails the handshake).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from spec.api import TargetFailure
+from prefixspec.commands.bench import add_bench_command
+from prefixspec.commands.check import add_check_command
+from prefixspec.commands.crosshair import add_crosshair_command
+from prefixspec.commands.hunt import add_hunt_command
+from prefixspec.commands.replay import add_replay_command
+from prefixspec.commands.verify import add_verify_command
+from prefixspec.errors import UsageError
+from prefixspec.targets.pipe import EngineProtocolError
+from prefixspec.vocabulary import TraceFormatError
+
+CommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+COMMANDS: list[CommandAdder] = [
+    add_check_command,
+    add_replay_command,
+    add_hunt_command,
+    add_verify_command,
+    add_bench_command,
+    add_crosshair_command,
+]
+"""Every command: each a function that adds its subparser with set_defaults(run=...)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="prefixspec", description="Check a prefix cache against its executable specification.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add_command in COMMANDS:
+        add_command(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    arguments = parser.parse_args(argv)
+    try:
+        run: Callable[[argparse.Namespace], int] = arguments.run
+        return run(arguments)
+    except (UsageError, TraceFormatError, OSError) as error:
+        print(f"prefixspec: {error}", file=sys.stderr)
+        return 2
+    except TargetFailure as failure:  # an engine that broke the protocol outside a check's stages
+        print(failure, file=sys.stderr)
+        return 2 if isinstance(failure, EngineProtocolError) and failure.before_handshake else 1

@@ -1,0 +1,73 @@
+"""Options that several commands share, each checked before any work starts."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+
+from prefixspec.errors import UsageError
+from prefixspec.targets.pipe import DEFAULT_TIMEOUT, EngineProtocolError, PipeEngine
+
+LONGEST_TIMEOUT = 86_400.0
+"""A day: the longest per-call timeout accepted (select() cannot wait for ever, nor should a check)."""
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (value > 0 and math.isfinite(value)) or value > LONGEST_TIMEOUT:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds above 0 and at most {LONGEST_TIMEOUT:g}")
+    return value
+
+
+def add_exec_options(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--exec",
+        metavar="CMD",
+        default=None,
+        help=f"{what}: an engine in any language, started as CMD (by /bin/sh) and driven over the line protocol of docs/protocol.md",
+    )
+    parser.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=positive_seconds,
+        default=DEFAULT_TIMEOUT,
+        help=f"with --exec: seconds the engine may take to answer one call (default {DEFAULT_TIMEOUT:g})",
+    )
+
+
+def exec_engine(arguments: argparse.Namespace, other: str) -> PipeEngine | None:
+    """The engine of ``--exec``, started and shaken hands with, or None; a usage error beside ``other``."""
+    if arguments.exec is None:
+        return None
+    if getattr(arguments, other) is not None:
+        raise UsageError(f"give either {'a TARGET' if other == 'target' else '--target'} or --exec CMD, not both")
+    if not arguments.exec.strip():
+        raise UsageError("--exec needs a command to start the engine; it was empty")
+    engine = PipeEngine(arguments.exec, arguments.timeout)
+    try:
+        engine.probe()
+    except EngineProtocolError as failure:
+        engine.close()
+        failure.before_handshake = True  # an engine that cannot make one cache cannot be checked: usage, exit 2
+        raise
+    return engine
+
+
+def exec_name(arguments: argparse.Namespace) -> str:
+    """The ``--exec CMD`` (and ``--timeout``) that name the engine again, for replay lines."""
+    named = f"--exec {shlex.quote(arguments.exec)}"
+    return named if arguments.timeout == DEFAULT_TIMEOUT else f"{named} --timeout {arguments.timeout:g}"

@@ -1,0 +1,54 @@
+"""``prefixspec replay FILE [--target T | --exec CMD]``: a trace on the spec, or on a target beside the spec."""
+
+from __future__ import annotations
+
+import argparse
+
+from spec.api import CacheFactory
+from spec.model import SpecCache
+from prefixspec.commands.options import add_exec_options, exec_engine, exec_name
+from prefixspec.formats.trace import Trace, read_trace, replay
+from prefixspec.running.shrink import first_disagreement
+from prefixspec.targets.named import load_target
+
+
+def add_replay_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    replay_command = commands.add_parser("replay", help="replay a trace on the spec, or on a target beside the spec")
+    replay_command.add_argument("file", help="a trace file (fixtures/README.md describes the format)")
+    replay_command.add_argument("--target", default=None, help="module:factory to replay beside the spec")
+    add_exec_options(replay_command, "instead of --target")
+    replay_command.set_defaults(run=command_replay)
+
+
+def command_replay(arguments: argparse.Namespace) -> int:
+    trace = read_trace(arguments.file)
+    expected_divergence = replay(trace, SpecCache(trace.block_size))
+    if arguments.target is None and arguments.exec is None:
+        if expected_divergence is not None:
+            print(f"{arguments.file}: the spec does not give the recorded results\n{expected_divergence.describe()}")
+            return 1
+        print(f"{arguments.file}: {len(trace.steps)} calls replayed on the spec, every result as recorded")
+        return 0
+    engine = exec_engine(arguments, "target")
+    if engine is None:
+        return replay_beside_spec(trace, arguments.file, load_target(arguments.target), arguments.target)
+    with engine:
+        return replay_beside_spec(trace, arguments.file, engine, exec_name(arguments))
+
+
+def replay_beside_spec(trace: Trace, file: str, factory: CacheFactory, target: str) -> int:
+    disagreement = first_disagreement(trace.block_size, trace.calls(), factory)
+    if disagreement is not None:
+        step = disagreement.trace.steps[-1]
+        line = trace.steps[len(disagreement.trace.steps) - 1].line
+        print(
+            f"{file}: {target} disagrees with the spec at line {line}, call {len(disagreement.trace.steps)}: "
+            f"{step.call.text()}\n  on its {disagreement.kind}\n  spec:  {disagreement.expected}\n  cache: {disagreement.got}"
+        )
+        return 1
+    divergence = replay(trace, factory(trace.block_size))
+    if divergence is not None:
+        print(f"{file}: {target} agrees with the spec, but not with the recorded results\n{divergence.describe()}")
+        return 1
+    print(f"{file}: {len(trace.steps)} calls replayed on {target} beside the spec: every result and snapshot agrees")
+    return 0

@@ -1,0 +1,80 @@
+"""``prefixspec verify TRACE [--shrink]``: hold a trace an engine recorded to the spec (``prefixspec.running.recorded``)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from prefixspec.errors import UsageError
+from prefixspec.formats.trace import Step, Trace, read_trace
+from prefixspec.running.recorded import Recording, shrink
+
+
+
+
+def describe_call(step: Step) -> str:
+    return f"line {step.line}: {step.call.text()}"
+
+
+def verify_report(file: str, recording: Recording) -> tuple[int, str]:
+    """The exit status and the report of verifying ``recording``."""
+    trace = recording.trace
+    recorded = sum(1 for step in trace.steps if step.expected is not None)
+    index = recording.first_divergence()
+    if index is None:
+        return 0, f"{file}: {len(trace.steps)} calls replayed on the spec; all {recorded} recorded results are what the spec gives"
+    step = trace.steps[index]
+    lines = [
+        f"{file}: the recorded results diverge from the spec at line {step.line} (call {index + 1} of {len(trace.steps)}):",
+        f"  {step.call.text()}",
+        f"  recorded: {step.expected}",
+        f"  spec:     {recording.spec_results[index]}",
+    ]
+    before = trace.steps[max(0, index - 3) : index]
+    if before:
+        lines.append(f"the {len(before)} calls before it, as recorded:")
+        lines.extend(f"  {describe_call(earlier)}{'' if earlier.expected is None else ' -> ' + earlier.expected}" for earlier in before)
+    return 1, "\n".join(lines)
+
+
+def shrunk_trace(file: str, recording: Recording, kept: Sequence[int]) -> Trace:
+    cut = recording.cut(kept)
+    assert cut is not None, "a shrunk trace resolves every handle"
+    _, steps, spec_results = cut
+    trace = Trace(recording.trace.block_size, [Step(step.call, step.expected, 0) for step in steps])
+    trace.comments = [
+        f"Cut by `prefixspec verify --shrink` from {file}: {len(steps)} of {len(recording.trace.steps)} calls.",
+        "The spec agrees with every recorded result but the last one's:",
+        f"  recorded: {steps[-1].expected}",
+        f"  spec:     {spec_results[-1]}",
+        "Check it again with: prefixspec verify THIS_FILE",
+    ]
+    return trace
+
+
+def command_verify(arguments: argparse.Namespace) -> int:
+    trace = read_trace(arguments.file)
+    if not any(step.expected is not None for step in trace.steps):
+        raise UsageError(f"{arguments.file} records no results (no '-> RESULT' on any call): nothing to verify")
+    recording = Recording.of(trace)
+    status, report = verify_report(arguments.file, recording)
+    print(report)
+    if status == 0 or not arguments.shrink:
+        return status
+    kept = shrink(recording, time_budget=arguments.time_budget)
+    out = Path(arguments.out) if arguments.out else Path(arguments.file).with_suffix(".shrunk.trace")
+    out.write_text(shrunk_trace(arguments.file, recording, kept).text(), encoding="utf-8")
+    print(f"shrunk to {len(kept)} of {len(trace.steps)} calls: {out} (prefixspec verify {out} shows the divergence on its last line)")
+    return status
+
+
+def add_verify_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    verify = commands.add_parser("verify", help="hold a trace an engine recorded (its calls and results) to the spec")
+    verify.add_argument("file", help="a recorded trace: calls with the engine's results after '->' (docs/recording.md)")
+    verify.add_argument("--shrink", action="store_true", help="also cut the trace to the fewest calls that still diverge")
+    verify.add_argument("--out", metavar="FILE", default=None, help="where --shrink writes the cut trace (default FILE with .shrunk.trace)")
+    verify.add_argument("--time-budget", metavar="SECONDS", type=float, default=60.0, help="stop cutting after this long (default 60)")
+    verify.set_defaults(run=command_verify)
+
+

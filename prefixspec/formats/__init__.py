@@ -1,0 +1,1 @@
+"""The texts the checker reads and writes: traces (``trace``) and the line protocol (``protocol``)."""

@@ -1,0 +1,119 @@
+"""The line protocol (``docs/protocol.md``): the text of calls, spoken with an engine over stdin and stdout.
+
+The checker sends one line per call, in the text of ``prefixspec.vocabulary``
+(the trace's syntax), and the engine answers ``LINE -> RESULT``.  Beyond the
+calls the protocol has three lines: the handshake, ``block_size B`` (a fresh,
+empty cache) and ``snapshot`` (the canonical state, R11).  Nodes in results
+are the engine's integers (or ``root``); errors are written by name.
+
+``ProtocolServer`` is the engine's side for any Python cache factory: the
+reference engine that the project's tests serve, and a model for engines in
+other languages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable
+
+from spec.api import NodeId, NodeView, PrefixCache, PrefixCacheError, PrefixStats, Snapshot
+from prefixspec.vocabulary import (
+    RESULT_GRAMMAR,
+    STATS_FIELDS,
+    ResultFormatError,
+    TraceFormatError,
+    error_name,
+    invoke,
+    parse_call,
+    read_int,
+    render_ints,
+    render_result,
+    render_stats,
+)
+
+PROTOCOL_VERSION = 1
+HANDSHAKE = f"prefixspec-protocol {PROTOCOL_VERSION}"
+
+_INTS = r"\[ *((?:[0-9]+ *)*)\]"
+_SNAPSHOT = re.compile(rf"{RESULT_GRAMMAR['stats'][0].pattern} +nodes=([0-9]+)((?: +{_INTS} +{_INTS} +[0-9]+)*)")
+_SNAPSHOT_NODE = re.compile(rf" +{_INTS} +{_INTS} +([0-9]+)")
+SNAPSHOT_SHAPE = "STATS nodes=K followed by K times [PREFIX ...] [BLOCK ...] LOCKS"
+
+
+def render_snapshot(snapshot: Snapshot) -> str:
+    """A snapshot as the answer to ``snapshot``: the counters, then every node in last-use order."""
+    nodes = "".join(f" {render_ints(view.prefix)} {render_ints(view.blocks)} {view.locks}" for view in snapshot.nodes)
+    return f"{render_stats(snapshot.stats)} nodes={len(snapshot.nodes)}{nodes}"
+
+
+def _whole(text: str) -> int:
+    value = read_int(text)
+    if value is None:
+        raise ResultFormatError(f"the number {text[:40]} is not a whole number of at most 4000 digits")
+    return value
+
+
+def parse_snapshot(text: str, block_size: int) -> Snapshot:
+    """The snapshot an answer to ``snapshot`` stands for; ResultFormatError when it is not one."""
+    found = _SNAPSHOT.fullmatch(text)
+    if found is None:
+        raise ResultFormatError(f"`{SNAPSHOT_SHAPE}`")
+    fields = len(STATS_FIELDS)
+    stats = PrefixStats(*(_whole(found[index]) for index in range(1, fields + 1)))
+    nodes = tuple(
+        NodeView(tuple(map(_whole, node[1].split())), tuple(map(_whole, node[2].split())), _whole(node[3]))
+        for node in _SNAPSHOT_NODE.finditer(found[fields + 2])
+    )
+    if len(nodes) != _whole(found[fields + 1]):
+        raise ResultFormatError(f"a snapshot whose nodes= count ({found[fields + 1]}) is the number of nodes it lists ({len(nodes)})")
+    return Snapshot(block_size, nodes, stats)
+
+
+class ProtocolServer:
+    """The engine's side of the protocol for caches made by ``factory``: ``answer(line)`` is the line to print."""
+
+    def __init__(self, factory: Callable[[int], PrefixCache], name: str) -> None:
+        self.factory = factory
+        self.name = name
+        self.cache: PrefixCache | None = None
+        self.handles: dict[str, NodeId] = {}
+        self.node_ids: dict[Hashable, int] = {}
+
+    def answer(self, line: str) -> str:
+        return f"{line} -> {self.result(line)}"
+
+    def result(self, line: str) -> str:
+        if line.startswith("prefixspec-protocol"):
+            return f"ok {self.name}" if line == HANDSHAKE else f"ProtocolError this engine speaks {HANDSHAKE}"
+        if line.startswith("block_size"):
+            words = line.split()
+            size = read_int(words[1]) if len(words) == 2 else None
+            if size is None:
+                return "ProtocolError block_size takes one whole number"
+            try:
+                self.cache = self.factory(size)
+            except PrefixCacheError as error:
+                return f"{error_name(error)} {error}"
+            self.handles = {}
+            self.node_ids = {}
+            return "ok"
+        cache = self.cache
+        if cache is None:
+            return "ProtocolError no cache yet: send block_size B first"
+        if line == "snapshot":
+            return render_snapshot(cache.snapshot())
+        try:
+            call = parse_call(line, 0)
+        except TraceFormatError as error:
+            return f"ProtocolError {str(error).partition(': ')[2]}"
+        try:
+            value = invoke(cache, call, lambda handle: cache.root if handle == "root" else self.handles.get(handle, handle))
+        except PrefixCacheError as error:
+            return f"{error_name(error)} {error}"
+        return render_result(call.kind, value, lambda node: self.node_text(cache, node, call.name))
+
+    def node_text(self, cache: PrefixCache, node: NodeId, name: str) -> str:
+        self.handles[name] = node
+        if node == cache.root:
+            return "root"
+        return str(self.node_ids.setdefault(node, len(self.node_ids) + 1))

@@ -1,0 +1,255 @@
+"""Traces: a line-oriented text of cache calls and their results, read, written and replayed.
+
+A trace is what a golden fixture, a counterexample and a recorded production
+run have in common.  The format is specified in ``fixtures/README.md``; the
+calls and results are the text of ``prefixspec.vocabulary``.  In short::
+
+    prefixspec-trace 1
+    block_size 2
+    # a comment
+    n1 = insert [1 2 3 4 5] [10 11] -> new []
+    n2 = match [1 2 3 4 9 9] -> 4 [10 11] n1
+    lock n2 -> ok
+    evict 1 -> []
+
+A node in a result is written ``root``, the first handle that returned it, or
+``new`` when no earlier line returned it.  The part from ``->`` on is the
+expected result; a line without it is a call to make with no expectation.
+Lines end at ``\\n`` alone (a form feed or a lone ``\\r`` is part of a line),
+and reading costs time in proportion to the file's size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spec.api import NodeId, PrefixCache
+from prefixspec.vocabulary import (
+    Call,
+    TraceFormatError,
+    error_name,
+    invoke,
+    parse_call,
+    read_int,
+    render_result,
+)
+
+FORMAT_VERSION = 1
+HEADER = f"prefixspec-trace {FORMAT_VERSION}"
+
+
+class UnresolvedHandle(LookupError):
+    """A call names a handle whose call gave no node (it raised an error)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """A call and, when known, its expected result text; ``line`` is its line in the file."""
+
+    call: Call
+    expected: str | None
+    line: int = 0
+
+    def text(self) -> str:
+        if self.expected is None:
+            return self.call.text()
+        return f"{self.call.text()} -> {self.expected}"
+
+
+@dataclass
+class Trace:
+    """A block size and the steps to run on a fresh cache of that size."""
+
+    block_size: int
+    steps: list[Step] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        lines = [HEADER]
+        for comment in self.comments:
+            lines.append(f"# {comment}" if comment else "#")
+        lines.append(f"block_size {self.block_size}")
+        for step in self.steps:
+            lines.append(step.text())
+        return "\n".join(lines) + "\n"
+
+    def calls(self) -> list[Call]:
+        return [step.call for step in self.steps]
+
+
+# Reading ------------------------------------------------------------------------------
+
+
+def parse_step(text: str, line: int) -> Step:
+    call_text, arrow, expected = text.partition("->")
+    call = parse_call(call_text.strip(), line)
+    if arrow and not expected.strip():
+        raise TraceFormatError(line, "nothing after '->'")
+    return Step(call, expected.strip() if arrow else None, line)
+
+
+def parse_block_size(text: str, line: int) -> int:
+    words = text.split()
+    size = read_int(words[1]) if len(words) == 2 and words[0] == "block_size" else None
+    if size is None:
+        raise TraceFormatError(line, "expected 'block_size B' after the header, B a whole number")
+    if size < 1:
+        raise TraceFormatError(line, f"block_size must be at least 1, got {size}")
+    return size
+
+
+def parse_trace(text: str) -> Trace:
+    """A whole trace; raises TraceFormatError naming the first bad line (lines end at ``\\n`` only)."""
+    trace: Trace | None = None
+    seen_header = False
+    names: set[str] = {"root"}
+    header_comments: list[str] = []
+    for number, raw in enumerate(text.split("\n"), start=1):
+        stripped = raw.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            if seen_header and trace is None:
+                header_comments.append(stripped[1:].strip())
+            continue
+        if not seen_header:
+            if stripped != HEADER:
+                raise TraceFormatError(number, f"expected the header {HEADER!r}, got {stripped[:80]!r}")
+            seen_header = True
+            continue
+        if trace is None:
+            trace = Trace(block_size=parse_block_size(stripped, number), comments=header_comments)
+            continue
+        step = parse_step(stripped, number)
+        for handle in step.call.handles:
+            if handle not in names:
+                raise TraceFormatError(number, f"handle {handle!r} is not named by an earlier line")
+        if step.call.name:
+            if step.call.name in names:
+                raise TraceFormatError(number, f"handle {step.call.name!r} is named twice")
+            names.add(step.call.name)
+        trace.steps.append(step)
+    if trace is None:
+        raise TraceFormatError(1, f"empty trace: expected {HEADER!r} and 'block_size B'")
+    return trace
+
+
+def decode_trace(data: bytes) -> str:
+    """``data`` as UTF-8 text; TraceFormatError naming the line of the first byte that is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise TraceFormatError(line, f"not UTF-8 text (byte {data[error.start]:#04x} at offset {error.start})") from None
+
+
+def read_trace(path: str | Path) -> Trace:
+    """The trace in the file ``path``; TraceFormatError (with the file named) when it is not one."""
+    data = Path(path).read_bytes()
+    try:
+        return parse_trace(decode_trace(data))
+    except TraceFormatError as error:
+        raise TraceFormatError(error.line, f"{path}: {str(error).partition(': ')[2]}") from None
+
+
+# Running --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one call did: its result as trace text, and the raw value or exception."""
+
+    text: str
+    value: object = None
+    error: BaseException | None = None
+
+
+class CallRunner:
+    """Runs calls on one cache, resolving handles to that cache's own NodeIds and naming the nodes it returns."""
+
+    def __init__(self, cache: PrefixCache) -> None:
+        self.cache = cache
+        self.node_by_name: dict[str, NodeId] = {"root": cache.root}
+        self.name_by_node: dict[Hashable, str] = {}
+
+    def name_of(self, node: NodeId) -> str | None:
+        """The first handle that returned ``node``; 'root' for the root."""
+        try:
+            if node == self.cache.root:
+                return "root"
+            return self.name_by_node.get(node)
+        except Exception:  # a node whose == or hash raises is no node any handle names
+            return None
+
+    def node_of(self, handle: str) -> NodeId:
+        if handle not in self.node_by_name:
+            raise UnresolvedHandle(f"handle {handle} names no node: the call that named it raised an error")
+        return self.node_by_name[handle]
+
+    def run(self, call: Call) -> Outcome:
+        """Make ``call`` on the cache; any exception becomes the outcome, never escapes."""
+        try:
+            value = invoke(self.cache, call, self.node_of)
+            text = render_result(call.kind, value, lambda node: self.written_node(node, call.name))
+        except Exception as error:  # the outcome of a call may be any error; the caller compares it
+            return Outcome(error_name(error), None, error)
+        return Outcome(text, value)
+
+    def written_node(self, node: NodeId, name: str) -> str:
+        """A node as a result writes it (root, an earlier handle, or new); records it under ``name``."""
+        self.node_by_name[name] = node
+        known = self.name_of(node)
+        if known is not None:
+            return known
+        try:
+            self.name_by_node[node] = name
+        except TypeError:
+            return f"unhashable {type(node).__name__}"
+        return "new"
+
+
+def same_outcome(expected: str, got: str) -> bool:
+    """Outcome texts agree; hit rates agree to 1e-12, so other languages' float printing passes."""
+    if expected == got:
+        return True
+    if len(expected) > 40 or len(got) > 40 or " " in expected or " " in got:
+        return False
+    try:
+        return math.isclose(float(expected), float(got), rel_tol=1e-12, abs_tol=1e-15)
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first call whose result differs from the expected one."""
+
+    line: int
+    call: str
+    expected: str
+    got: str
+
+    def describe(self) -> str:
+        return f"line {self.line}: {self.call}\n  expected: {self.expected}\n  got:      {self.got}"
+
+
+def replay(trace: Trace, cache: PrefixCache) -> Divergence | None:
+    """Run ``trace`` on ``cache`` (fresh, of the trace's block size); the first divergence, or None."""
+    runner = CallRunner(cache)
+    for step in trace.steps:
+        outcome = runner.run(step.call)
+        if step.expected is not None and not same_outcome(step.expected, outcome.text):
+            return Divergence(step.line, step.call.text(), step.expected, outcome.text)
+    return None
+
+
+def record(block_size: int, calls: Sequence[Call], cache: PrefixCache) -> Trace:
+    """The trace of ``calls`` made on ``cache`` (fresh, of ``block_size``), its results as the expectations."""
+    runner = CallRunner(cache)
+    trace = Trace(block_size)
+    for number, call in enumerate(calls, start=1):
+        trace.steps.append(Step(call, runner.run(call).text, number))
+    return trace

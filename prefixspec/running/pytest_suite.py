@@ -1,0 +1,83 @@
+"""The whole conformance suite as a ``unittest.TestCase`` class, for an engine's own test suite.
+
+One file in the engine's tests is enough (pytest and unittest both collect it)::
+
+    # tests/test_prefix_cache_conformance.py
+    from prefixspec import conformance_suite
+    from mypkg.cache import make_cache          # make_cache(block_size) -> a PrefixCache
+
+    TestPrefixCacheConformance = conformance_suite(make_cache)
+
+The class has three tests, the three stages of ``prefixspec check``:
+``test_golden_trace``, ``test_call_machine`` and ``test_engine_machine``.  A
+failure's message holds the minimised counterexample trace, ready for
+``prefixspec replay``.  ``settings`` passes Hypothesis settings through
+(``max_examples``, ``derandomize``, ``database``...); the active profile is
+used when it is None.  Whatever is given, ``deadline`` is off and the
+``too_slow`` health check suppressed, because one engine example runs
+thousands of steps by design.  An engine in another language runs through the
+same class: ``conformance_suite(prefixspec.targets.pipe.PipeEngine("path/to/engine"))``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import unittest
+from collections.abc import Callable
+from pathlib import Path
+
+from hypothesis import settings as Settings
+
+from spec.api import CacheFactory
+from prefixspec.running.machines import ENGINE_STEPS_PER_EXAMPLE
+from prefixspec.running.report import StageResult
+from prefixspec.running.stages import STAGES, RunPlan, run_stage
+
+
+def conformance_suite(
+    factory: CacheFactory,
+    *,
+    settings: Settings | None = None,
+    min_engine_steps: int = ENGINE_STEPS_PER_EXAMPLE,
+    out_dir: Path | None = None,
+    name: str = "PrefixCacheConformance",
+) -> type[unittest.TestCase]:
+    """A TestCase class checking the caches ``factory(block_size)`` makes against the spec, a test per stage.
+
+    The stages and their settings are those of ``prefixspec check``
+    (``prefixspec.running.stages``): ``settings`` takes the place of the
+    profile's.  ``min_engine_steps`` is what every engine example must reach
+    (3,000 as in ``prefixspec check``); counterexample traces go to ``out_dir``
+    (default a folder in the temporary directory).
+    """
+    where = out_dir if out_dir is not None else Path(tempfile.gettempdir()) / "prefixspec-counterexamples" / name
+
+    def plan() -> RunPlan:
+        # Built when a test runs, so that the profile active then (or ``settings``) is the one used.
+        chosen = settings if settings is not None else Settings()
+        return RunPlan(base=chosen, min_engine_steps=min_engine_steps, out_dir=where)
+
+    def stage_test(stage_name: str) -> Callable[[unittest.TestCase], None]:
+        def test(self: unittest.TestCase) -> None:
+            report_failure(self, run_stage(stage_name, factory, plan()))
+
+        test.__name__ = "test_" + stage_name.replace(" ", "_")
+        test.__doc__ = f"The {stage_name} of ``prefixspec check`` against the factory."
+        return test
+
+    members: dict[str, object] = {"__doc__": "Every stage of ``prefixspec check`` against the factory, each a test."}
+    for stage_name in STAGES:
+        test = stage_test(stage_name)
+        members[test.__name__] = test
+    return type(name, (unittest.TestCase,), members)
+
+
+def report_failure(case: unittest.TestCase, stage: StageResult) -> None:
+    """Fail ``case`` with the stage's report and its counterexample trace, when the stage failed."""
+    if stage.passed:
+        return
+    message = f"{stage.name}: {stage.failure}"
+    if stage.counterexample:
+        trace = Path(stage.counterexample).read_text(encoding="utf-8")
+        message += f"\ncounterexample ({stage.counterexample_calls} calls), {stage.counterexample}:\n{trace}"
+    case.fail(message)

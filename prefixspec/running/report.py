@@ -1,0 +1,127 @@
+"""What a check run reports: each stage's counts and verdict, as text and as JSON, and progress lines."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from prefixspec.running.machines import RunTally
+
+
+@dataclass
+class StageResult:
+    """One stage of a check: what ran, whether it held, and the counterexample if not."""
+
+    name: str
+    passed: bool
+    seconds: float
+    examples: int = 0
+    engine_steps: int = 0
+    calls: int = 0
+    steps_per_example: list[int] = field(default_factory=list)
+    abandoned_examples: int = 0
+    failure: str = ""
+    counterexample: str = ""
+    counterexample_calls: int = 0
+    seconds_to_failure: float = 0.0
+    aborted: bool = False
+    """The target failed as a program (``spec.api.TargetFailure``): ``failure`` is its report, the check stops."""
+
+    @property
+    def invariants_checked(self) -> int:
+        return 2 * self.calls + 2 * self.engine_steps
+
+
+@dataclass
+class CheckReport:
+    """A whole check: the target, how it ran, and its stages in order."""
+
+    target: str
+    profile: str
+    seed: int | None
+    stages: list[StageResult] = field(default_factory=list)
+    replay_target: str = ""
+    """How ``prefixspec replay`` names the target (``--target TARGET`` or ``--exec CMD``)."""
+
+    @property
+    def passed(self) -> bool:
+        return all(stage.passed for stage in self.stages)
+
+    def summary(self) -> str:
+        lines = [f"prefixspec check {self.target} (profile {self.profile}{'' if self.seed is None else f', seed {self.seed}'})"]
+        for stage in self.stages:
+            detail = f"{stage.examples} examples, {stage.calls:,} calls"
+            if stage.engine_steps and stage.steps_per_example:
+                per = stage.steps_per_example
+                detail += (
+                    f", {stage.engine_steps:,} engine steps (per example min {min(per):,}, median {statistics.median(per):,.0f}),"
+                    f" {stage.engine_steps / max(stage.seconds, 1e-9):,.0f} steps/s"
+                )
+            if stage.abandoned_examples:
+                detail += f", {stage.abandoned_examples} examples abandoned by Hypothesis midway (not counted)"
+            verdict = "ok" if stage.passed else "FAILED"
+            lines.append(f"  {stage.name:<15} {verdict:<7} {stage.seconds:6.1f} s  {detail}, {stage.invariants_checked:,} checks")
+            if not stage.passed:
+                lines.append("    " + stage.failure.replace("\n", "\n    "))
+                if stage.counterexample:
+                    lines.append(
+                        f"    counterexample: {stage.counterexample} ({stage.counterexample_calls} calls); "
+                        f"reproduce with: prefixspec replay {stage.counterexample} {self.replay_target}"
+                    )
+        total = sum(stage.seconds for stage in self.stages)
+        lines.append(f"result: {'PASSED' if self.passed else 'FAILED'} in {total:.1f} s")
+        return "\n".join(lines)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "target": self.target,
+            "profile": self.profile,
+            "seed": self.seed,
+            "result": "passed" if self.passed else "failed",
+            "stages": [
+                {
+                    "name": stage.name,
+                    "passed": stage.passed,
+                    "seconds": round(stage.seconds, 3),
+                    "examples": stage.examples,
+                    "calls": stage.calls,
+                    "engine_steps": stage.engine_steps,
+                    "engine_steps_per_example": stage.steps_per_example,
+                    "abandoned_examples": stage.abandoned_examples,
+                    "invariants_checked": stage.invariants_checked,
+                    "failure": stage.failure,
+                    "counterexample": stage.counterexample or None,
+                    "counterexample_calls": stage.counterexample_calls,
+                    "seconds_to_failure": round(stage.seconds_to_failure, 3),
+                    "aborted": stage.aborted,
+                }
+                for stage in self.stages
+            ],
+        }
+
+
+class Progress:
+    """Progress lines on a stream, at most one every half second."""
+
+    def __init__(self, stream: TextIO | None, stage: str) -> None:
+        self.stream = stream
+        self.stage = stage
+        self.started = time.perf_counter()
+        self.shown = 0.0
+
+    def __call__(self, tally: RunTally) -> None:
+        if self.stream is None:
+            return
+        now = time.perf_counter() - self.started
+        if now - self.shown < 2.0:
+            return
+        self.shown = now
+        text = f"  {self.stage}: example {tally.examples}, {tally.calls:,} calls"
+        if tally.engine_steps:
+            text += f", {tally.engine_steps:,} engine steps"
+        self.stream.write(f"{text}, {now:.0f} s\n")
+        self.stream.flush()
+
+

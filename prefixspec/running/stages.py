@@ -1,0 +1,253 @@
+"""One check run, assembled in one place: the stages, their settings, their counterexamples.
+
+``prefixspec check``, ``conformance_suite`` and the project's own tests all run
+a target through ``run_check`` or ``run_stage`` with a ``RunPlan``, so the
+Hypothesis settings, the minimum engine steps, the shrink policy and the
+deadlines are the same by construction.  The stages, in order:
+
+- ``golden trace``: the committed golden workload, call by call beside the spec;
+- ``call machine``: every call in any order, with bad arguments (``machines``);
+- ``engine machine``: seeded bursts of an engine's block manager (``machines``).
+
+Each stage runs until its first failure; the failing calls are cut by delta
+debugging to the fewest that still disagree and written as a trace that
+``prefixspec replay`` reproduces outside Hypothesis.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis.errors import HypothesisException
+from hypothesis.reporting import with_reporter
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+
+from spec.api import CacheFactory, TargetFailure
+from prefixspec.formats.trace import Trace
+from prefixspec.running.golden import golden_trace
+from prefixspec.running.machines import (
+    CALLS_PER_EXAMPLE,
+    ENGINE_STEPS_PER_EXAMPLE,
+    RunTally,
+    call_machine,
+    call_machine_examples,
+    engine_bursts,
+    engine_machine,
+)
+from prefixspec.running.profiles import load_profile
+from prefixspec.running.report import CheckReport, Progress, StageResult
+from prefixspec.running.shrink import counterexample_trace, first_disagreement, minimise
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """How a check runs, whatever its target: settings, steps, seed, where counterexamples go, how to reproduce them."""
+
+    base: settings
+    """Hypothesis settings (a profile's, or the caller's) that every machine stage starts from."""
+    profile: str = "custom"
+    min_engine_steps: int = ENGINE_STEPS_PER_EXAMPLE
+    seed: int | None = None
+    out_dir: Path = Path("counterexamples")
+    progress: TextIO | None = None
+    replay_target: str = "--target MODULE:FACTORY"
+    """What follows ``prefixspec replay FILE`` to reproduce a counterexample on this target."""
+
+    @classmethod
+    def of_profile(cls, profile: str) -> RunPlan:
+        """The plan of a named profile (``ci``, ``deep``, ``dev``); ``dataclasses.replace`` changes the rest."""
+        load_profile(profile)
+        return cls(base=settings(), profile=profile)
+
+    def machine_settings(self) -> settings:
+        """The settings common to both machines: the deadline off, too_slow suppressed, one bug reported, no shrink phase.
+
+        Hypothesis's shrinker replays whole examples, hundreds to thousands of
+        them: on the planted bug s02 it ran 1,662 call-machine examples (48 s)
+        for a counterexample that delta debugging over the recorded calls cuts
+        to the same 2 calls in well under a second.  So no stage shrinks with
+        Hypothesis; every stage's failing calls are cut by ``minimise``.
+        """
+        suppressed = list(self.base.suppress_health_check)
+        if HealthCheck.too_slow not in suppressed:
+            suppressed.append(HealthCheck.too_slow)  # one engine example runs thousands of steps by design
+        return settings(
+            self.base,
+            deadline=None,
+            suppress_health_check=suppressed,
+            report_multiple_bugs=False,
+            derandomize=self.base.derandomize and self.seed is None,
+            phases=[phase for phase in self.base.phases if phase is not Phase.shrink],
+        )
+
+
+def run_golden(target: CacheFactory, plan: RunPlan) -> StageResult:
+    """The golden trace beside the spec."""
+    started = time.perf_counter()
+    trace = golden_trace()
+    stage = StageResult("golden trace", True, 0.0, examples=1, calls=len(trace.steps))
+    try:
+        disagreement = first_disagreement(trace.block_size, trace.calls(), target)
+        if disagreement is not None:
+            stage.passed = False
+            stage.seconds_to_failure = time.perf_counter() - started
+            stage.calls = len(disagreement.trace.steps)
+            stage.failure = str(disagreement)
+            write_counterexample(stage, disagreement.trace, target, plan, "The golden trace, cut to the calls that disagree.")
+    except TargetFailure as failure:
+        return aborted_stage(stage, started, failure)
+    stage.seconds = time.perf_counter() - started
+    return stage
+
+
+def run_call_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
+    """The call machine: CALLS_PER_EXAMPLE calls an example, twenty times the profile's examples."""
+    tally = RunTally(progress=Progress(plan.progress, "call machine"))
+    common = plan.machine_settings()
+    chosen = settings(common, stateful_step_count=CALLS_PER_EXAMPLE, max_examples=call_machine_examples(common.max_examples))
+    return run_machine("call machine", call_machine(target, tally), tally, chosen, target, plan)
+
+
+def run_engine_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
+    """The engine machine: every example runs at least ``plan.min_engine_steps`` engine steps."""
+    tally = RunTally(progress=Progress(plan.progress, "engine machine"))
+    bursts = engine_bursts(plan.min_engine_steps)
+    chosen = settings(plan.machine_settings(), stateful_step_count=bursts)
+    # _min_steps (run_state_machine_as_test's own argument, used by HypoFuzz)
+    # keeps Hypothesis from ending an example before its last burst: in the deep
+    # profile about one example in 150 otherwise stopped after a few bursts.
+    stage = run_machine("engine machine", engine_machine(target, tally), tally, chosen, target, plan, min_rules=bursts)
+    if stage.passed and stage.steps_per_example and min(stage.steps_per_example) < plan.min_engine_steps:
+        stage.passed = False
+        stage.failure = f"an example ran only {min(stage.steps_per_example)} engine steps, short of {plan.min_engine_steps}"
+    return stage
+
+
+STAGES: dict[str, Callable[[CacheFactory, RunPlan], StageResult]] = {
+    "golden trace": run_golden,
+    "call machine": run_call_machine,
+    "engine machine": run_engine_machine,
+}
+"""Every stage of a check, in the order it runs."""
+
+
+def run_stage(name: str, target: CacheFactory, plan: RunPlan) -> StageResult:
+    """One stage of a check, by name."""
+    return STAGES[name](target, plan)
+
+
+def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> CheckReport:
+    """Every stage in order, each to its first failure; a target that fails as a program stops the run."""
+    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_target)
+    for name in STAGES:
+        stage = run_stage(name, target, plan)
+        report.stages.append(stage)
+        if stage.aborted:
+            break
+    return report
+
+
+# The machinery of a stage -----------------------------------------------------------------
+
+
+def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory, plan: RunPlan, title: str) -> None:
+    """Minimise the calls of a failing run and write them as a trace file; fills the stage's fields."""
+    calls = trace.calls()
+    if first_disagreement(trace.block_size, calls, target) is None:
+        stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
+        return
+    kept, disagreement = minimise(trace.block_size, calls, target)
+    plan.out_dir.mkdir(parents=True, exist_ok=True)
+    path = plan.out_dir / f"{stage.name.replace(' ', '_')}.trace"
+    reproduce = f"prefixspec replay {path} {plan.replay_target}"
+    path.write_text(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text(), encoding="utf-8")
+    stage.counterexample = str(path)
+    stage.counterexample_calls = len(kept)
+    stage.failure += f"\nminimised to {len(kept)} calls; the last one: {kept[-1].text()}\n  spec:  {disagreement.expected}\n  cache: {disagreement.got}"
+
+
+def aborted_stage(stage: StageResult, started: float, failure: TargetFailure) -> StageResult:
+    """``stage`` stopped by a target that failed as a program: its report is the failure, with nothing to minimise."""
+    stage.passed = False
+    stage.aborted = True
+    stage.failure = str(failure)
+    stage.counterexample = ""
+    stage.seconds = stage.seconds_to_failure = time.perf_counter() - started
+    return stage
+
+
+def tally_stage(name: str, tally: RunTally, passed: bool = False) -> StageResult:
+    """A stage with what ``tally`` counted so far (failed unless ``passed``)."""
+    return StageResult(
+        name,
+        passed,
+        0.0,
+        examples=tally.examples,
+        engine_steps=tally.engine_steps,
+        calls=tally.calls,
+        steps_per_example=list(tally.engine_steps_per_example),
+        abandoned_examples=tally.abandoned_examples,
+    )
+
+
+def target_failure_in(error: BaseException) -> TargetFailure | None:
+    """The TargetFailure that ``error`` was raised while handling, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, TargetFailure):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def run_machine(
+    name: str,
+    machine: type[RuleBasedStateMachine],
+    tally: RunTally,
+    machine_settings: settings,
+    target: CacheFactory,
+    plan: RunPlan,
+    min_rules: int = 0,
+) -> StageResult:
+    """Run one machine to its first failure; the failure's calls minimised and written."""
+    started = time.perf_counter()
+    hypothesis_output: list[str] = []
+    failure: BaseException | None = None
+    if plan.seed is not None:
+        machine = hypothesis_seed(plan.seed)(machine)
+
+    def keep_output(message: object) -> None:
+        hypothesis_output.append(str(message))
+
+    with with_reporter(keep_output):
+        try:
+            run_state_machine_as_test(machine, settings=machine_settings, _min_steps=min_rules)
+        except (AssertionError, HypothesisException) as error:
+            failure = error
+            underneath = target_failure_in(error)
+            if underneath is not None:  # Hypothesis may raise its own error while our TargetFailure unwinds
+                return aborted_stage(tally_stage(name, tally), started, underneath)
+        except TargetFailure as error:
+            return aborted_stage(tally_stage(name, tally), started, error)
+    stage = tally_stage(name, tally, passed=failure is None)
+    if failure is not None:
+        stage.seconds_to_failure = tally.first_failure_seconds or (time.perf_counter() - started)
+        stage.failure = f"{type(failure).__name__}: {failure}".strip()
+        trace = getattr(failure, "prefixspec_trace", None)
+        if isinstance(trace, Trace):
+            try:
+                write_counterexample(stage, trace, target, plan, f"A counterexample found by the {name}, shrunk by Hypothesis, then minimised.")
+            except TargetFailure as error:
+                return aborted_stage(stage, started, error)
+        else:
+            stage.failure += "\n" + "\n".join(hypothesis_output[-20:])
+    stage.seconds = time.perf_counter() - started
+    return stage
