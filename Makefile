@@ -33,7 +33,7 @@ lint typecheck: $(STAMP)
 
 # On both cores (pytest-xdist); the ten slowest tests are listed at the end.
 pytest: $(STAMP)
-	$(BIN)/pytest -q -n 2 --durations=10 $(if $(k),-k "$(k)")
+	$(BIN)/pytest -q -n 2 --dist loadgroup --durations=10 $(if $(k),-k "$(k)")
 
 crosshair: $(STAMP)
 	$(BIN)/prefixspec crosshair

@@ -2,7 +2,7 @@
 
 ``python -m bench`` (or ``prefixspec bench``, or ``make bench``) records the
 engine-shaped workloads, replays them on ``impl.RadixCache``, on SGLang's
-RadixCache (when it can be imported) and on ``spec.SpecCache``, runs the
+RadixCache (when it can be imported) and on ``spec.model.SpecCache``, runs the
 scaling series and the memory probe, and writes ``docs/perf.md``, its plots and
 the raw results under ``bench/results/``.
 

@@ -5,7 +5,7 @@
    ``bench.rules.SglangRuleCache``.  The spec itself is too slow to record a
    whole workload (its evict is O(nodes^2): 40 ms a call at 1,000 leaves), so
    each recording is cross-checked instead: its first requests are replayed on
-   the spec (``spec.SpecCache``, or ``bench.rules.SglangRuleSpec``), which must
+   the spec (``spec.model.SpecCache``, or ``bench.rules.SglangRuleSpec``), which must
    give every recorded result, and impl's tree invariants are checked at the
    end of the recording.
 2. Replay the recordings, alternating caches, ``reps`` times: impl on the

@@ -1,7 +1,7 @@
 """The interface every prefix cache in this project satisfies.
 
 This module holds only types and errors: the vocabulary shared by the
-specification (``spec.SpecCache``), the optimised implementation
+specification (``spec.model.SpecCache``), the optimised implementation
 (``impl.RadixCache``) and any engine's cache checked against them.  It holds no
 rule and no arithmetic, so an implementation may import it without reaching its
 answers through the spec's code.

@@ -10,7 +10,7 @@ because CrossHair proves integer arithmetic well and reports false
 counterexamples on equality of symbolic lists.
 
 The one float, the hit rate, is proved with floats modelled as reals
-(``spec/crosshair_gate.py`` says why): its contract holds for IEEE doubles
+(``prefixspec/commands/crosshair.py`` says why): its contract holds for IEEE doubles
 too, because int / int is correctly rounded and the precondition keeps the
 counts where rounding cannot reach 0.0 or 1.0.
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from spec.api import InvalidArgument, NotLocked, PrefixCache, PrefixCacheError, UnknownNode
-from stateful_tests.conftest import CacheFactory
+from spec.api import CacheFactory
 
 
 def populated(make_cache: CacheFactory) -> PrefixCache:

@@ -6,7 +6,7 @@ The bodies live in ``prefixspec/running/seed_tests.py`` so that ``prefixspec hun
 from __future__ import annotations
 
 from prefixspec.running import seed_tests
-from stateful_tests.conftest import CacheFactory
+from spec.api import CacheFactory
 
 
 def test_hand_example_shared_system_prompt(make_cache: CacheFactory) -> None:

@@ -1,6 +1,6 @@
 """``prefixspec hunt``: plant each catalogued bug, and show what catches it and how briefly.
 
-For every mutant of a catalogue (``spec/mutants.py``) the hunt runs the seed's
+For every mutant of a catalogue (``prefixspec/targets/mutants.py``) the hunt runs the seed's
 eight tests and ``prefixspec check``'s stages (golden trace, call machine,
 engine machine) against a fresh copy of the package with the bug planted.  A
 mutant is killed when anything fails.  The shortest minimised counterexample

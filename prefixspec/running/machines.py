@@ -7,7 +7,7 @@ returns a fresh ``PrefixCache``):
   arguments: matches and inserts of prompts that share, extend and diverge,
   correct, duplicate and wrong block lists, locks and unlocks of handles old
   and new (including evicted ones), evictions of every size, the counters.
-- ``engine_machine(factory)``: an engine's block manager (``spec/engine.py``)
+- ``engine_machine(factory)``: an engine's block manager (``prefixspec/running/engine.py``)
   over a pool of 64 block ids.  Each rule runs a seeded burst of engine steps,
   because Hypothesis spends its choice budget per drawn value: drawing only a
   seed and a length lets one example run thousands of steps.

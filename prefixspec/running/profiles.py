@@ -8,9 +8,13 @@ engine steps, whose time grows with the step count, not with a regression.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 from hypothesis import HealthCheck, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 PROFILE_ENV = "HYPOTHESIS_PROFILE"
@@ -52,4 +56,23 @@ def load_profile(name: str | None = None) -> str:
     if chosen not in PROFILES:
         raise ValueError(f"unknown profile {chosen!r}: choose one of {', '.join(PROFILES)}")
     settings.load_profile(chosen)
+    if settings().database is None:
+        keep_no_storage_behind()
     return chosen
+
+
+_scratch: list[str] = []
+
+
+def keep_no_storage_behind() -> None:
+    """Point Hypothesis's storage (its cache of the constants in the source) at a folder removed at exit.
+
+    A profile without an example database promises to leave nothing behind:
+    without this, every run writes ``.hypothesis/constants`` into the working
+    directory.
+    """
+    if _scratch:
+        return
+    _scratch.append(tempfile.mkdtemp(prefix="prefixspec-hypothesis-"))
+    set_hypothesis_home_dir(_scratch[0])
+    atexit.register(shutil.rmtree, _scratch[0], True)
