@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Sequence
 
 from impl.blocks import cached_tokens, full_blocks, hit_rate, usable_prefix
-from impl.radix import TOKEN_TYPECODE, RadixTree
+from impl.radix import TOKEN_TYPECODE, Key, RadixTree, eviction_key
 from spec.api import (
     BlockId,
     Inserted,
@@ -23,6 +23,7 @@ from spec.api import (
     NotLocked,
     PrefixMatch,
     PrefixStats,
+    Rules,
     Snapshot,
     UnknownNode,
 )
@@ -67,8 +68,8 @@ class RadixCache:
     an evicted node, another cache's node or any other value is an UnknownNode.
     """
 
-    def __init__(self, block_size: int) -> None:
-        """An empty cache of ``block_size`` tokens a block (R1).
+    def __init__(self, block_size: int, rules: Rules = Rules()) -> None:
+        """An empty cache of ``block_size`` tokens a block (R1), following the variants ``rules`` of R7 and R8.
 
         ``block_size`` is any value ``operator.index`` accepts, at least 1;
         anything else raises InvalidArgument.
@@ -82,7 +83,9 @@ class RadixCache:
         if size < 1:
             raise InvalidArgument(f"block_size must be at least 1, got {size}")
         self._block_size = size
-        self._tree = RadixTree(size)
+        self._rules = rules
+        self._split_tails = rules.use == "path+split-tail"
+        self._tree = RadixTree(size, rules)
         self._clock = 0
         self._lookups = 0
         self._query_tokens = 0
@@ -123,10 +126,10 @@ class RadixCache:
         n_tokens = len(query)
         tree = self._tree
         path, partial, matched = tree.descend(query.tobytes(), usable_prefix(n_tokens, self._block_size))
-        if partial is not None:
-            path.append(tree.split(partial, matched))
         self._clock += 1
-        tree.touch(path, self._clock)
+        if partial is not None:
+            path.append(tree.split(partial, matched, self._clock))
+        tree.touch(path, self._clock, split_tail=partial if self._split_tails else None)
         blocks = array(TOKEN_TYPECODE)
         for node in path:
             blocks.extend(node.blocks)
@@ -181,11 +184,11 @@ class RadixCache:
 
         self._clock += 1
         if partial is not None:
-            path.append(tree.split(partial, matched))
+            path.append(tree.split(partial, matched, self._clock))
         if fresh:
             path.append(tree.add_leaf(path[-1] if path else tree.root, buffer, fresh, self._clock))
         self._inserted_blocks += len(fresh)
-        tree.touch(path, self._clock)
+        tree.touch(path, self._clock, hit=True, split_tail=partial if self._split_tails else None)
         return Inserted(path[-1], duplicates)
 
     # ----------------------------------------------------------------- locks
@@ -246,7 +249,7 @@ class RadixCache:
         tree = self._tree
         freed: list[BlockId] = []
         while len(freed) < wanted:
-            leaf_blocks = tree.evict_lru_leaf()
+            leaf_blocks = tree.evict_first_leaf()
             if leaf_blocks is None:
                 break
             freed.extend(leaf_blocks)
@@ -292,9 +295,10 @@ class RadixCache:
 
         Runtime complexity: O(sum of the prefix lengths + N log N) for N nodes.
         """
-        ordered: list[tuple[int, int, NodeView]] = []
+        ordered: list[tuple[Key, int, NodeView]] = []
+        key = eviction_key(self._rules)
         for node, prefix in self._tree.prefixes():
-            ordered.append((node.last_use, len(prefix), NodeView(prefix, tuple(node.blocks), node.locks)))
+            ordered.append((key(node), len(prefix), NodeView(prefix, tuple(node.blocks), node.locks)))
         ordered.sort(key=lambda entry: (entry[0], entry[1]))
         return Snapshot(self._block_size, tuple(view for _, _, view in ordered), self.stats())
 

@@ -1,4 +1,4 @@
-"""A block-granular radix tree with lock pins and an LRU queue of evictable leaves.
+"""A block-granular radix tree with lock pins and a queue of evictable leaves in eviction order.
 
 This module holds the tree mechanics only: finding the longest stored prefix of
 a query, splitting a node at a block boundary, adding and removing leaves,
@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from heapq import heapify, heappop, heappush
+from operator import attrgetter
 from typing import TypeGuard
 
 from impl.blocks import block_span, segment_blocks
 from impl.ids import HeldIds
+from spec.api import Rules
 
 TOKEN_TYPECODE = "I"
 """The array typecode of tokens and block ids: unsigned, 4 bytes, so converting
@@ -34,8 +36,35 @@ TOKEN_BYTES = array(TOKEN_TYPECODE).itemsize
 if TOKEN_BYTES != 4:
     raise ImportError(f"array('{TOKEN_TYPECODE}') holds {TOKEN_BYTES} bytes here; R1 needs exactly 4")
 
-QueueEntry = tuple[int, int, "Node"]
-"""(last_use, seq, leaf): seq is unique, so entries never compare their nodes."""
+Key = int | tuple[int, ...]
+"""A leaf's place in the eviction order (R8): the smallest goes first."""
+
+QueueEntry = tuple[Key, int, "Node"]
+"""(eviction key, seq, leaf): seq is unique, so entries never compare their nodes."""
+
+ON_PATH = 1
+AS_SPLIT_TAIL = 0
+"""``use_rank``: within one call, a split tail's use (variant path+split-tail) comes before the call's own nodes."""
+
+
+def eviction_key(rules: Rules) -> Callable[[Node], Key]:
+    """The key of a leaf in the eviction order of ``rules.evict`` (R8), ranks of a call's uses included (R7).
+
+    The default rule set, ``lru`` with ``use=path``, keys by the last use
+    alone: an int, the cheapest to build and compare (benchmark: bench/,
+    issue 7, measured with int keys).
+    """
+    if rules.evict == "lru" and rules.use == "path":
+        return attrgetter("last_use")
+    if rules.evict == "lru":
+        return lambda node: (node.last_use, node.use_rank)
+    if rules.evict == "lfu":
+        return lambda node: (node.hits, node.last_use, node.use_rank)
+    if rules.evict == "fifo":
+        return lambda node: (node.created, node.last_use, node.use_rank)
+    if rules.evict == "mru":
+        return lambda node: (-node.last_use, -node.use_rank)
+    return lambda node: (-node.created, node.last_use, node.use_rank)
 
 
 class Node:
@@ -59,7 +88,12 @@ class Node:
     - ``locks``: the node's own lock count.
     - ``pins``: the locks held in the subtree rooted here, own ones included;
       the node is pinned while this is positive.
-    - ``last_use``: the logical time of the last use of this node.
+    - ``last_use``: the logical time of the last use of this node, and
+      ``use_rank`` whether that use was on the call's path (ON_PATH) or as the
+      lower part of a node the call split (AS_SPLIT_TAIL, R7's variant).
+    - ``hits``: the inserts that used the node (R7; a split's upper node
+      starts with the hits of the node it splits); ``created``: the logical
+      time of the call that created it (R4).
     - ``queue_seq``: the seq of the node's live LRU queue entry, -1 when none;
       exactly the unpinned leaves have one.
     """
@@ -75,6 +109,9 @@ class Node:
         "locks",
         "pins",
         "last_use",
+        "use_rank",
+        "hits",
+        "created",
         "queue_seq",
     )
 
@@ -87,6 +124,7 @@ class Node:
         blocks: array[int],
         end: int,
         last_use: int,
+        created: int,
     ) -> None:
         self.owner = owner
         self.parent: Node = self if parent is None else parent
@@ -98,6 +136,9 @@ class Node:
         self.locks = 0
         self.pins = 0
         self.last_use = last_use
+        self.use_rank = ON_PATH
+        self.hits = 0
+        self.created = created
         self.queue_seq = -1
 
     def __repr__(self) -> str:
@@ -128,14 +169,15 @@ class RadixTree:
     scans every leaf.
     """
 
-    def __init__(self, block_size: int) -> None:
-        """An empty tree for ``block_size`` tokens a block (>= 1; the caller checks R1).
+    def __init__(self, block_size: int, rules: Rules = Rules()) -> None:
+        """An empty tree for ``block_size`` tokens a block (>= 1; the caller checks R1), evicting by ``rules``.
 
         Runtime complexity: O(1).
         """
         self.block_size = block_size
         self._block_bytes = block_size * TOKEN_BYTES
-        self.root = Node(self, None, b"", b"", array(TOKEN_TYPECODE), 0, 0)
+        self._key = eviction_key(rules)
+        self.root = Node(self, None, b"", b"", array(TOKEN_TYPECODE), 0, 0, 0)
         self.cached_blocks = 0
         self.evictable_blocks = 0
         self.held_ids = HeldIds()
@@ -227,14 +269,15 @@ class RadixTree:
 
     # ----------------------------------------------------------------- shape
 
-    def split(self, node: Node, at: int) -> Node:
+    def split(self, node: Node, at: int, clock: int) -> Node:
         """Split ``node`` where its prefix reaches ``at`` tokens; return the new upper node (R4).
 
         ``at`` lies strictly inside ``node`` on a block boundary.  ``node``
-        keeps its identity, its blocks below the split, its own locks and its
-        last use; the upper node takes the blocks above, holds no lock of its
-        own, is pinned exactly when ``node`` is, and starts at ``node``'s last
-        use (the caller records the use of the path it lies on).  Counters and
+        keeps its identity, its blocks below the split, its own locks, hits and
+        last use; the upper node, created at ``clock``, takes the blocks above,
+        holds no lock of its own, is pinned exactly when ``node`` is, and starts
+        at ``node``'s hits and last use (the caller records the use of the path
+        it lies on).  Counters and
         the LRU queue are unchanged: no block changes pinned state and no leaf
         appears or disappears.
 
@@ -243,8 +286,10 @@ class RadixTree:
         parent = node.parent
         kept = segment_blocks(parent.end, at, self.block_size)
         cut = kept * self._block_bytes
-        upper = Node(self, parent, node.segment[:cut], node.key, node.blocks[:kept], at, node.last_use)
+        upper = Node(self, parent, node.segment[:cut], node.key, node.blocks[:kept], at, node.last_use, clock)
         upper.pins = node.pins
+        upper.hits = node.hits
+        upper.use_rank = node.use_rank
         parent.children[upper.key] = upper
         node.segment = node.segment[cut:]
         node.key = node.segment[: self._block_bytes]
@@ -268,7 +313,7 @@ class RadixTree:
         end = parent.end + len(blocks) * self.block_size
         segment = query[parent.end * TOKEN_BYTES : end * TOKEN_BYTES]
         key = segment[: self._block_bytes]
-        leaf = Node(self, parent, segment, key, blocks, end, last_use)
+        leaf = Node(self, parent, segment, key, blocks, end, last_use, last_use)
         self._dequeue(parent)
         parent.children[key] = leaf
         self.cached_blocks += len(blocks)
@@ -276,11 +321,11 @@ class RadixTree:
         self._enqueue(leaf)
         return leaf
 
-    def evict_lru_leaf(self) -> list[int] | None:
-        """Remove the unpinned leaf with the oldest last use; return its blocks in token order.
+    def evict_first_leaf(self) -> list[int] | None:
+        """Remove the unpinned leaf with the smallest eviction key; return its blocks in token order.
 
         None when no unpinned leaf is left.  A parent that becomes an unpinned
-        leaf joins the queue at its own last use (R8).
+        leaf joins the queue at its own key (R8).
 
         Runtime complexity: O(1) amortised, plus O(log q) when the oldest
         entry is in the heap, q the entries of the LRU queue.
@@ -346,29 +391,39 @@ class RadixTree:
                     self._enqueue(walker)
             walker = walker.parent
 
-    def touch(self, path: list[Node], clock: int) -> None:
-        """Record a use at time ``clock`` of every node of ``path`` (R7).
+    def touch(self, path: list[Node], clock: int, *, hit: bool = False, split_tail: Node | None = None) -> None:
+        """Record a use at time ``clock`` of every node of ``path`` (R7), a hit of each when ``hit``.
 
         ``path`` runs from below the root down, and ``clock`` is later than
         every last use in the tree or equal to the last use of nodes added at
-        this time.  Only the last node can be a leaf, so at most one queue
-        entry changes.
+        this time.  ``split_tail`` (variant path+split-tail) is the lower part
+        of a node the call split, used just before the path.  Only the last
+        node of the path and the split tail can be leaves, so at most two
+        queue entries change.
 
         Runtime complexity: O(len(path)) Python steps, O(1) amortised in the queue.
         """
         if not path:
             return
-        last = path[-1]
-        requeue = last.queue_seq >= 0 and last.last_use != clock
+        key = self._key
+        watched = [(node, key(node)) for node in (path[-1], split_tail) if node is not None and node.queue_seq >= 0]
         for node in path:
             node.last_use = clock
-        if requeue:
-            self._enqueue(last)
+            node.use_rank = ON_PATH
+        if hit:
+            for node in path:
+                node.hits += 1
+        if split_tail is not None:
+            split_tail.last_use = clock
+            split_tail.use_rank = AS_SPLIT_TAIL
+        for node, before in watched:
+            if key(node) != before:
+                self._enqueue(node)
 
     # ------------------------------------------------------------- LRU queue
 
     def _enqueue(self, leaf: Node) -> None:
-        """Give the unpinned ``leaf`` one live queue entry at its current last use.
+        """Give the unpinned ``leaf`` one live queue entry at its current eviction key.
 
         Runtime complexity: O(1) amortised when no entry in the FIFO is later
         than the leaf's last use, else O(log q).
@@ -376,9 +431,10 @@ class RadixTree:
         self._dequeue(leaf)
         self._last_seq += 1
         leaf.queue_seq = self._last_seq
-        entry = (leaf.last_use, self._last_seq, leaf)
+        key = self._key(leaf)
+        entry = (key, self._last_seq, leaf)
         fifo = self._fifo
-        if not fifo or fifo[-1][0] <= leaf.last_use:
+        if not fifo or fifo[-1] < entry:  # as keys compare: seqs only grow
             fifo.append(entry)
         else:
             heappush(self._heap, entry)
@@ -453,13 +509,13 @@ class RadixTree:
                 assert segment_blocks(node.end, child.end, self.block_size) == len(child.blocks), f"{child!r} end"
                 assert child.end == node.end + len(child.blocks) * self.block_size, f"{child!r} end"
                 assert child.locks >= 0, f"{child!r} lock count"
-                assert node is root or node.last_use >= child.last_use, f"{child!r} used after its parent"
+                assert node is root or (node.last_use, node.use_rank) >= (child.last_use, child.use_rank), f"{child!r} used after its parent"
                 stack.append(child)
         cached = 0
         evictable = 0
         ids: set[int] = set()
         unpinned_leaves: set[Node] = set()
-        leaf_uses: list[int] = []
+        leaf_uses: list[tuple[int, int]] = []
         for node in reversed(preorder):
             if node is root:
                 continue
@@ -470,7 +526,7 @@ class RadixTree:
                 evictable += len(node.blocks)
             ids.update(node.blocks)
             if not node.children:
-                leaf_uses.append(node.last_use)
+                leaf_uses.append((node.last_use, node.use_rank))
             if not node.children and node.pins == 0:
                 unpinned_leaves.add(node)
                 assert node.queue_seq >= 0, f"unpinned leaf {node!r} is queued"
@@ -488,7 +544,7 @@ class RadixTree:
         live = [entry for entry in queue if entry[2].queue_seq == entry[1]]
         assert len(live) == len(unpinned_leaves), "one live queue entry per unpinned leaf"
         assert {entry[2] for entry in live} == unpinned_leaves, "live queue entries are the unpinned leaves"
-        assert all(use == leaf.last_use for use, _, leaf in live), "queue entries carry the last use"
+        assert all(key == self._key(leaf) for key, _, leaf in live), "queue entries carry the eviction key"
         assert len(queue) - len(live) == self._stale, "stale entry count"
         assert self._stale <= len(live), "stale entries never outnumber live ones"
         assert len({entry[1] for entry in queue}) == len(queue), "queue seqs are unique"

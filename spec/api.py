@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 BlockId = int
 """A KV block id: an int with 0 <= id < 2**32 (R1)."""
@@ -189,3 +189,72 @@ class PrefixCache(Protocol):
 
 CacheFactory = Callable[[int], PrefixCache]
 """How a cache is made: ``factory(block_size)`` returns a fresh, empty cache of that block size."""
+
+
+UseRule = Literal["path", "path+split-tail"]
+"""R7: what a match or insert uses (see ``Rules``)."""
+
+EvictRule = Literal["lru", "lfu", "fifo", "mru", "filo"]
+"""R8: which unpinned leaf goes first (see ``Rules``)."""
+
+USE_RULES: tuple[UseRule, ...] = ("path", "path+split-tail")
+EVICT_RULES: tuple[EvictRule, ...] = ("lru", "lfu", "fifo", "mru", "filo")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """A rule set: the named variant of each rule that real engines implement differently.
+
+    - ``use`` (R7): ``path``, a call uses every node from the root to the node
+      it returns; ``path+split-tail``, the lower part of a node the call split
+      counts as used by it too, just before the call's own nodes (SGLang).
+    - ``evict`` (R8): ``lru`` (oldest last use first), ``lfu`` (fewest hits,
+      then oldest last use), ``fifo`` (oldest creation, then oldest last use),
+      ``mru`` (newest last use), ``filo`` (newest creation, then oldest last use).
+
+    ``spec/README.md`` states each under its rule; the default is ``strict``,
+    R1-R11 as first written.
+    """
+
+    use: UseRule = "path"
+    evict: EvictRule = "lru"
+
+    @property
+    def name(self) -> str:
+        """The preset's name when the rule set is a preset, else ``use=...,evict=...``."""
+        for name, preset in RULE_PRESETS.items():
+            if preset == self:
+                return name
+        return f"use={self.use},evict={self.evict}"
+
+
+RULE_PRESETS: dict[str, Rules] = {
+    "strict": Rules(),
+    "sglang": Rules("path+split-tail", "lru"),
+    "sglang-lfu": Rules("path+split-tail", "lfu"),
+    "sglang-fifo": Rules("path+split-tail", "fifo"),
+    "sglang-mru": Rules("path+split-tail", "mru"),
+    "sglang-filo": Rules("path+split-tail", "filo"),
+}
+"""The named rule sets: ``strict`` (the default), and SGLang 0.5.23's RadixCache under each of its
+eviction strategies that needs no new call argument (``priority`` needs an insert argument; ``slru``
+and ``tlru`` take configuration)."""
+
+
+def parse_rules(text: str) -> Rules:
+    """A preset's name, or ``use=U,evict=E`` (either may be left out); ValueError naming what is wrong."""
+    if text in RULE_PRESETS:
+        return RULE_PRESETS[text]
+    chosen: dict[str, str] = {}
+    for part in text.split(","):
+        key, equals, value = part.strip().partition("=")
+        if not equals or key not in ("use", "evict") or key in chosen:
+            raise ValueError(f"rules {text!r}: give a preset ({', '.join(RULE_PRESETS)}) or use=U,evict=E")
+        chosen[key] = value
+    use = chosen.get("use", "path")
+    evict = chosen.get("evict", "lru")
+    if use not in USE_RULES:
+        raise ValueError(f"rules {text!r}: use must be one of {', '.join(USE_RULES)}, got {use!r}")
+    if evict not in EVICT_RULES:
+        raise ValueError(f"rules {text!r}: evict must be one of {', '.join(EVICT_RULES)}, got {evict!r}")
+    return Rules(use, evict)

@@ -5,8 +5,10 @@ The state is flat, so that each rule reads as a plain statement about it:
 - ``_block_at``: a dict from every cached prefix (a tuple of tokens, a whole
   number of blocks long) to the id of its last block (R2);
 - ``_node_at`` / ``_prefix_of``: where the nodes end, and their NodeIds (R4);
-- ``_own_locks`` and ``_last_use``: per node, keyed by the node's prefix (R6, R7);
-- the clock and the five counters (R7, R9).
+- ``_own_locks``, ``_last_use``, ``_hits`` and ``_created``: per node, keyed by
+  the node's prefix (R6, R7, R8);
+- the clock and the five counters (R7, R9);
+- ``_rules``: the variant of each rule in force (``spec.api.Rules``; R7, R8).
 
 There is no tree: a node's blocks, its parent, whether it is a leaf and whether
 it is pinned are all computed from these dicts when asked.  That is slow, on
@@ -34,11 +36,16 @@ from spec.api import (
     NotLocked,
     PrefixMatch,
     PrefixStats,
+    Rules,
     Snapshot,
     UnknownNode,
 )
 
 Prefix = tuple[int, ...]
+
+USED_AS_SPLIT_TAIL = 0
+USED_ON_PATH = 1
+"""A last use is (the call's clock, one of these): within one call a split tail comes before the call's own nodes (R7)."""
 
 
 
@@ -99,8 +106,8 @@ def as_count(value: object, what: str) -> int:
 class SpecCache:
     """The reference prefix cache; satisfies ``spec.api.PrefixCache``."""
 
-    def __init__(self, block_size: int) -> None:
-        """R1: a block size below 1 (or not an int) raises InvalidArgument."""
+    def __init__(self, block_size: int, rules: Rules = Rules()) -> None:
+        """R1: a block size below 1 (or not an int) raises InvalidArgument; ``rules`` picks the variants of R7 and R8."""
         size = as_count(block_size, "block_size")
         if size < 1:
             raise InvalidArgument(f"block_size must be >= 1, got {size}")
@@ -111,7 +118,11 @@ class SpecCache:
         self._node_at: dict[Prefix, SpecNode] = {}
         self._prefix_of: dict[SpecNode, Prefix] = {}
         self._own_locks: dict[Prefix, int] = {}
-        self._last_use: dict[Prefix, int] = {}
+        self._last_use: dict[Prefix, tuple[int, int]] = {}
+        self._hits: dict[Prefix, int] = {}
+        self._created: dict[Prefix, int] = {}
+        self._split_by_this_call: Prefix | None = None
+        self._rules = rules
         self._clock = 0
         self._next_serial = 1
         self._lookups = 0
@@ -123,6 +134,16 @@ class SpecCache:
     def block_size(self) -> int:
         """R1: B, the tokens of one block."""
         return self._block_size
+
+    @property
+    def rules(self) -> Rules:
+        """The variants of R7 and R8 this cache follows."""
+        return self._rules
+
+    def next_call(self) -> None:
+        """R7: a match or an insert is one use, at a logical clock that advances once per call."""
+        self._clock += 1
+        self._split_by_this_call = None
 
     # R2: block-granular contents ------------------------------------------------
 
@@ -174,11 +195,11 @@ class SpecCache:
         prompt = as_ids(tokens, "tokens")
         usable = arith.usable_prefix(len(prompt), self._block_size)
         matched = self.longest_cached_prefix(prompt[:usable])
-        self._clock += 1
+        self.next_call()
         node = self.root
         if matched:
             node = self.split_at(matched)
-            self.use_path(matched)
+            self.use_path(matched, hit=False)
         self._lookups += 1
         self._query_tokens += len(prompt)
         self._hit_tokens += len(matched)
@@ -198,12 +219,18 @@ class SpecCache:
         existing = self._node_at.get(prefix)
         if existing is not None:
             return existing
+        below = self.nodes_below(prefix)
+        lower = min(below, key=len) if below else None
         node = SpecNode(self._issuer, self._next_serial)
         self._next_serial += 1
         self._node_at[prefix] = node
         self._prefix_of[node] = prefix
         self._own_locks[prefix] = 0
-        self._last_use[prefix] = self._clock
+        self._last_use[prefix] = (self._clock, USED_ON_PATH)
+        self._created[prefix] = self._clock
+        self._hits[prefix] = 0 if lower is None else self._hits[lower]
+        if lower is not None:
+            self._split_by_this_call = lower
         return node
 
     def parent_end(self, prefix: Prefix) -> int:
@@ -261,7 +288,7 @@ class SpecCache:
             if self._block_at.get(prefix) != block and block in held:
                 raise InvalidArgument(f"block {block} is cached at another position")
 
-        self._clock += 1
+        self.next_call()
         if not positions:
             return Inserted(node=self.root, duplicates=[])
         inserted = positions[-1]
@@ -277,7 +304,7 @@ class SpecCache:
         if branch_point and branch_point != inserted:
             self.split_at(branch_point)
         node = self.split_at(inserted)
-        self.use_path(inserted)
+        self.use_path(inserted, hit=True)
         return Inserted(node=node, duplicates=duplicates)
 
     # R6: locks ----------------------------------------------------------------------
@@ -315,26 +342,55 @@ class SpecCache:
 
     # R7: use ------------------------------------------------------------------------
 
-    def use_path(self, prefix: Prefix) -> None:
-        """R7: the current call is a use of every node from the root down to ``prefix``."""
+    def use_path(self, prefix: Prefix, *, hit: bool) -> None:
+        """R7: the current call is a use of every node from the root down to ``prefix``; an insert is a hit of each.
+
+        Variant ``use=path+split-tail``: the lower part of a node this call
+        split is used by it too, just before the call's own nodes.
+        """
         for node_prefix in self._node_at:
             if prefix[: len(node_prefix)] == node_prefix:
-                self._last_use[node_prefix] = self._clock
+                self._last_use[node_prefix] = (self._clock, USED_ON_PATH)
+                if hit:
+                    self._hits[node_prefix] += 1
+        if self._rules.use == "path+split-tail" and self._split_by_this_call is not None:
+            self._last_use[self._split_by_this_call] = (self._clock, USED_AS_SPLIT_TAIL)
 
     # R8: eviction ----------------------------------------------------------------------
 
-    def oldest_unpinned_leaf(self) -> Prefix | None:
-        """R8: the unpinned leaf used least recently, or None.
+    def eviction_key(self, prefix: Prefix) -> tuple[int, ...]:
+        """R8: the order in which leaves go, smallest first, by the variant ``rules.evict``.
 
-        Nodes sharing a last use were used by one call and lie on one path, so at
-        most one of them is a leaf: there are no ties.
+        - ``lru``: the oldest last use;
+        - ``lfu``: the fewest hits, then the oldest last use;
+        - ``fifo``: the oldest creation, then the oldest last use;
+        - ``mru``: the newest last use;
+        - ``filo``: the newest creation, then the oldest last use.
         """
-        oldest: Prefix | None = None
+        last_use = self._last_use[prefix]
+        evict = self._rules.evict
+        if evict == "lfu":
+            return (self._hits[prefix], *last_use)
+        if evict == "fifo":
+            return (self._created[prefix], *last_use)
+        if evict == "mru":
+            return (-last_use[0], -last_use[1])
+        if evict == "filo":
+            return (-self._created[prefix], *last_use)
+        return last_use
+
+    def first_leaf_to_evict(self) -> Prefix | None:
+        """R8: the unpinned leaf with the smallest eviction key, or None.
+
+        Nodes sharing a key were used (and created) by one call and lie on one
+        path, so at most one of them is a leaf: there are no ties.
+        """
+        first: Prefix | None = None
         for prefix in self._node_at:
             if self.is_leaf(prefix) and not self.is_pinned(prefix):
-                if oldest is None or self._last_use[prefix] < self._last_use[oldest]:
-                    oldest = prefix
-        return oldest
+                if first is None or self.eviction_key(prefix) < self.eviction_key(first):
+                    first = prefix
+        return first
 
     def remove_leaf(self, prefix: Prefix) -> list[BlockId]:
         """R8: remove a leaf node whole, returning its blocks in token order."""
@@ -347,17 +403,19 @@ class SpecCache:
         del self._prefix_of[node]
         del self._own_locks[prefix]
         del self._last_use[prefix]
+        del self._hits[prefix]
+        del self._created[prefix]
         return freed
 
     def evict(self, n_blocks: int) -> list[BlockId]:
-        """R8: free whole unpinned leaves, oldest first, until ``n_blocks`` are freed or none is left.
+        """R8: free whole unpinned leaves, first to go first, until ``n_blocks`` are freed or none is left.
 
-        A parent that becomes a leaf competes at its own last use.  Counted (R9).
+        A parent that becomes a leaf competes at its own key.  Counted (R9).
         """
         wanted = as_count(n_blocks, "n_blocks")
         freed: list[BlockId] = []
         while len(freed) < wanted:
-            leaf = self.oldest_unpinned_leaf()
+            leaf = self.first_leaf_to_evict()
             if leaf is None:
                 break
             freed.extend(self.remove_leaf(leaf))
@@ -402,12 +460,12 @@ class SpecCache:
     # R11: snapshot ---------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        """R11: every node as (prefix, own blocks, own locks), by last use then prefix length."""
-        order: list[tuple[int, int, Prefix]] = []
+        """R11: every node as (prefix, own blocks, own locks), in eviction order (R8's key), then prefix length."""
+        order: list[tuple[tuple[int, ...], int, Prefix]] = []
         for prefix in self._node_at:
-            order.append((self._last_use[prefix], len(prefix), prefix))
+            order.append((self.eviction_key(prefix), len(prefix), prefix))
         order.sort()
         nodes: list[NodeView] = []
-        for _last_use, _length, prefix in order:
+        for _key, _length, prefix in order:
             nodes.append(NodeView(prefix, tuple(self.node_blocks(prefix)), self._own_locks[prefix]))
         return Snapshot(self._block_size, tuple(nodes), self.stats())

@@ -410,7 +410,7 @@ CORRUPTIONS: list[tuple[Corruption, str]] = [
     (repeat_a_leaf_use, "leaves have distinct last uses"),
     (duplicate_a_live_entry, "one live queue entry per unpinned leaf"),
     (swap_a_live_entry, "live queue entries are the unpinned leaves"),
-    (move_a_leaf_use, "queue entries carry the last use"),
+    (move_a_leaf_use, "queue entries carry the eviction key"),
     (miscount_stale, "stale entry count"),
     (pile_up_stale, "stale entries never outnumber live ones"),
     (reuse_a_seq, "queue seqs are unique"),
