@@ -41,7 +41,7 @@ crosshair: $(STAMP)
 test: lint crosshair pytest
 
 fixtures: $(STAMP)
-	$(BIN)/python -m prefixspec.running.golden prefixspec/data/radix_trace.txt
+	$(BIN)/prefixspec golden prefixspec/data/radix_trace.txt
 
 # The long exploration: both machines, thousands of examples, failures kept in .hypothesis/.
 deep: $(STAMP)

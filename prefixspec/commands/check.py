@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from spec.api import CacheFactory
-from prefixspec.commands.options import add_exec_options, exec_engine, exec_name, positive_int
+from prefixspec.commands.options import add_exec_options, add_rules_option, exec_engine, exec_name, positive_int
 from prefixspec.running.profiles import PROFILES
 from prefixspec.running.stages import RunPlan, run_check
 from prefixspec.targets.loading import DEFAULT_TARGET
@@ -26,6 +26,7 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     check.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON to FILE")
     check.add_argument("--out", metavar="DIR", default="counterexamples", help="where counterexample traces go (default counterexamples/)")
     check.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_rules_option(check)
     check.set_defaults(run=command_check)
 
 
@@ -46,7 +47,8 @@ def run_and_report(factory: CacheFactory, target_name: str, replay_target: str, 
         seed=arguments.seed,
         out_dir=Path(arguments.out),
         progress=None if arguments.quiet else sys.stderr,
-        replay_target=replay_target,
+        replay_target=replay_target + ("" if arguments.rules.name == "strict" else f" --rules {arguments.rules.name}"),
+        rules=arguments.rules,
     )
     report = run_check(factory, target_name=target_name, plan=plan)
     print(report.summary())

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from prefixspec.commands.options import add_rules_option
 from prefixspec.running.hunt import hunt, table
 from prefixspec.running.profiles import PROFILES
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, read_catalogue
@@ -21,6 +22,7 @@ def command_hunt(arguments: argparse.Namespace) -> int:
         profile=arguments.profile,
         out_dir=Path(arguments.out),
         progress=None if arguments.quiet else sys.stderr,
+        rules=arguments.rules,
     )
     print(table(results))
     print(f"counterexamples in {arguments.out}/ (prefixspec replay {arguments.out}/ID.trace --target {catalogue.path}#ID); {time.perf_counter() - started:.1f} s")
@@ -34,4 +36,5 @@ def add_hunt_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     parser.add_argument("--profile", choices=PROFILES, default="ci", help="Hypothesis profile (default ci)")
     parser.add_argument("--out", default="hunt", metavar="DIR", help="where the counterexample traces go (default hunt/)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_rules_option(parser)
     parser.set_defaults(run=command_hunt)

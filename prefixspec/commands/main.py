@@ -17,7 +17,9 @@ from spec.api import TargetFailure
 from prefixspec.commands.bench import add_bench_command
 from prefixspec.commands.check import add_check_command
 from prefixspec.commands.crosshair import add_crosshair_command
+from prefixspec.commands.golden import add_golden_command
 from prefixspec.commands.hunt import add_hunt_command
+from prefixspec.commands.identify import add_identify_command
 from prefixspec.commands.replay import add_replay_command
 from prefixspec.commands.verify import add_verify_command
 from prefixspec.errors import UsageError
@@ -29,9 +31,11 @@ COMMANDS: list[CommandAdder] = [
     add_check_command,
     add_replay_command,
     add_hunt_command,
+    add_identify_command,
     add_verify_command,
     add_bench_command,
     add_crosshair_command,
+    add_golden_command,
 ]
 """Every command: each a function that adds its subparser with set_defaults(run=...)."""
 

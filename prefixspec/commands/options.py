@@ -6,6 +6,7 @@ import argparse
 import math
 import shlex
 
+from spec.api import RULE_PRESETS, Rules, parse_rules
 from prefixspec.errors import UsageError
 from prefixspec.targets.pipe import DEFAULT_TIMEOUT, EngineProtocolError, PipeEngine
 
@@ -71,3 +72,22 @@ def exec_name(arguments: argparse.Namespace) -> str:
     """The ``--exec CMD`` (and ``--timeout``) that name the engine again, for replay lines."""
     named = f"--exec {shlex.quote(arguments.exec)}"
     return named if arguments.timeout == DEFAULT_TIMEOUT else f"{named} --timeout {arguments.timeout:g}"
+
+
+def rule_set(text: str) -> Rules:
+    try:
+        return parse_rules(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_rules_option(parser: argparse.ArgumentParser, default: str | None = "strict") -> None:
+    presets = ", ".join(RULE_PRESETS)
+    parser.add_argument(
+        "--rules",
+        metavar="RULES",
+        type=rule_set,
+        default=None if default is None else parse_rules(default),
+        help=f"the rule set the spec follows: a preset ({presets}) or use=path|path+split-tail,evict=lru|lfu|fifo|mru|filo"
+        + (f" (default {default})" if default else " (default: the trace's own rules line)"),
+    )

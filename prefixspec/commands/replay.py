@@ -6,7 +6,7 @@ import argparse
 
 from spec.api import CacheFactory
 from spec.model import SpecCache
-from prefixspec.commands.options import add_exec_options, exec_engine, exec_name
+from prefixspec.commands.options import add_exec_options, add_rules_option, exec_engine, exec_name
 from prefixspec.formats.trace import Trace, read_trace, replay
 from prefixspec.running.shrink import first_disagreement
 from prefixspec.targets.named import load_target
@@ -17,12 +17,15 @@ def add_replay_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     replay_command.add_argument("file", help="a trace file (fixtures/README.md describes the format)")
     replay_command.add_argument("--target", default=None, help="module:factory to replay beside the spec")
     add_exec_options(replay_command, "instead of --target")
+    add_rules_option(replay_command, default=None)
     replay_command.set_defaults(run=command_replay)
 
 
 def command_replay(arguments: argparse.Namespace) -> int:
     trace = read_trace(arguments.file)
-    expected_divergence = replay(trace, SpecCache(trace.block_size))
+    if arguments.rules is not None:
+        trace.rules = arguments.rules
+    expected_divergence = replay(trace, SpecCache(trace.block_size, trace.rules))
     if arguments.target is None and arguments.exec is None:
         if expected_divergence is not None:
             print(f"{arguments.file}: the spec does not give the recorded results\n{expected_divergence.describe()}")
@@ -37,7 +40,7 @@ def command_replay(arguments: argparse.Namespace) -> int:
 
 
 def replay_beside_spec(trace: Trace, file: str, factory: CacheFactory, target: str) -> int:
-    disagreement = first_disagreement(trace.block_size, trace.calls(), factory)
+    disagreement = first_disagreement(trace.block_size, trace.calls(), factory, trace.rules)
     if disagreement is not None:
         step = disagreement.trace.steps[-1]
         line = trace.steps[len(disagreement.trace.steps) - 1].line

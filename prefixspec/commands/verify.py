@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from prefixspec.commands.options import add_rules_option
 from prefixspec.errors import UsageError
 from prefixspec.formats.trace import Step, Trace, read_trace
 from prefixspec.running.recorded import Recording, shrink
@@ -42,7 +43,7 @@ def shrunk_trace(file: str, recording: Recording, kept: Sequence[int]) -> Trace:
     cut = recording.cut(kept)
     assert cut is not None, "a shrunk trace resolves every handle"
     _, steps, spec_results = cut
-    trace = Trace(recording.trace.block_size, [Step(step.call, step.expected, 0) for step in steps])
+    trace = Trace(recording.trace.block_size, [Step(step.call, step.expected, 0) for step in steps], rules=recording.trace.rules)
     trace.comments = [
         f"Cut by `prefixspec verify --shrink` from {file}: {len(steps)} of {len(recording.trace.steps)} calls.",
         "The spec agrees with every recorded result but the last one's:",
@@ -55,6 +56,8 @@ def shrunk_trace(file: str, recording: Recording, kept: Sequence[int]) -> Trace:
 
 def command_verify(arguments: argparse.Namespace) -> int:
     trace = read_trace(arguments.file)
+    if arguments.rules is not None:
+        trace.rules = arguments.rules
     if not any(step.expected is not None for step in trace.steps):
         raise UsageError(f"{arguments.file} records no results (no '-> RESULT' on any call): nothing to verify")
     recording = Recording.of(trace)
@@ -75,6 +78,7 @@ def add_verify_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     verify.add_argument("--shrink", action="store_true", help="also cut the trace to the fewest calls that still diverge")
     verify.add_argument("--out", metavar="FILE", default=None, help="where --shrink writes the cut trace (default FILE with .shrunk.trace)")
     verify.add_argument("--time-budget", metavar="SECONDS", type=float, default=60.0, help="stop cutting after this long (default 60)")
+    add_rules_option(verify, default=None)
     verify.set_defaults(run=command_verify)
 
 

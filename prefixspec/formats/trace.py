@@ -26,7 +26,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spec.api import NodeId, PrefixCache
+from spec.api import RULE_PRESETS, NodeId, PrefixCache, Rules, parse_rules
 from prefixspec.vocabulary import (
     Call,
     TraceFormatError,
@@ -61,17 +61,19 @@ class Step:
 
 @dataclass
 class Trace:
-    """A block size and the steps to run on a fresh cache of that size."""
+    """A block size, the rule set the results follow, and the steps to run on a fresh cache of that size."""
 
     block_size: int
     steps: list[Step] = field(default_factory=list)
     comments: list[str] = field(default_factory=list)
+    rules: Rules = RULE_PRESETS["strict"]
 
     def text(self) -> str:
         lines = [HEADER]
         for comment in self.comments:
             lines.append(f"# {comment}" if comment else "#")
         lines.append(f"block_size {self.block_size}")
+        lines.append(f"rules {self.rules.name}")
         for step in self.steps:
             lines.append(step.text())
         return "\n".join(lines) + "\n"
@@ -101,12 +103,24 @@ def parse_block_size(text: str, line: int) -> int:
     return size
 
 
+def parse_rules_line(text: str, line: int) -> Rules:
+    """``rules NAME`` (a preset, or ``use=U,evict=E``): the rule set the trace's results follow."""
+    words = text.split()
+    if len(words) != 2:
+        raise TraceFormatError(line, "expected 'rules NAME' (a preset or use=U,evict=E)")
+    try:
+        return parse_rules(words[1])
+    except ValueError as error:
+        raise TraceFormatError(line, str(error)) from None
+
+
 def parse_trace(text: str) -> Trace:
     """A whole trace; raises TraceFormatError naming the first bad line (lines end at ``\\n`` only)."""
     trace: Trace | None = None
     seen_header = False
     names: set[str] = {"root"}
     header_comments: list[str] = []
+    rules_seen = False
     for number, raw in enumerate(text.split("\n"), start=1):
         stripped = raw.strip()
         if not stripped:
@@ -122,6 +136,10 @@ def parse_trace(text: str) -> Trace:
             continue
         if trace is None:
             trace = Trace(block_size=parse_block_size(stripped, number), comments=header_comments)
+            continue
+        if stripped.startswith("rules") and not trace.steps and not rules_seen:
+            trace.rules = parse_rules_line(stripped, number)
+            rules_seen = True
             continue
         step = parse_step(stripped, number)
         for handle in step.call.handles:

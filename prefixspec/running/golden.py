@@ -1,6 +1,6 @@
 """The golden trace: a recorded engine workload with every result the spec gives.
 
-``make fixtures`` writes it to ``fixtures/radix_trace.txt``; a test fails when
+``prefixspec golden FILE`` (``make fixtures``) writes it to ``fixtures/radix_trace.txt``; a test fails when
 the committed file differs from what this module generates now, so the file
 never drifts from the spec and is never edited by hand.
 """
@@ -8,9 +8,7 @@ never drifts from the spec and is never edited by hand.
 from __future__ import annotations
 
 import random
-import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 
 from spec.api import PrefixCacheError
 from prefixspec.running.engine import Engine, Workload
@@ -70,17 +68,3 @@ def golden_trace() -> Trace:
     ]
     return trace
 
-
-def main(argv: Sequence[str]) -> int:
-    """``python -m prefixspec.running.golden FILE``: write the golden trace from the spec (``make fixtures``)."""
-    if len(argv) != 1:
-        print("usage: python -m prefixspec.running.golden FILE", file=sys.stderr)
-        return 2
-    text = golden_trace().text()  # generated in full before the file is opened, so a failure leaves it whole
-    Path(argv[0]).write_text(text, encoding="utf-8")
-    print(f"wrote {argv[0]}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

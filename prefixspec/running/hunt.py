@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
+from spec.api import Rules
 from prefixspec.running.seed_tests import SEED_TESTS
 from prefixspec.running.stages import RunPlan, run_check
 from prefixspec.targets.mutants import Catalogue, Mutant, load_mutant
@@ -44,13 +45,17 @@ class HuntResult:
         return [name for name in self.mutant.killed_by if name not in self.seed_killers]
 
 
-def hunt_mutant(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path) -> HuntResult:
-    """Plant ``mutant`` and run the seed tests, then every stage of ``check``, against it."""
+def hunt_mutant(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path, rules: Rules = Rules()) -> HuntResult:
+    """Plant ``mutant`` and run the seed tests, then every stage of ``check`` under ``rules``, against it.
+
+    The seed tests state the strict rules, so they run only under ``strict``.
+    """
     result = HuntResult(mutant)
     started = time.perf_counter()
-    factory = load_mutant(catalogue, mutant)
+    strict = rules == Rules()
+    factory = load_mutant(catalogue, mutant, None if strict else rules)
 
-    for name, seed_test in SEED_TESTS.items():
+    for name, seed_test in SEED_TESTS.items() if strict else ():
         try:
             seed_test(factory)
         except Exception:  # any failure of a seed test kills the mutant, whatever its type
@@ -61,7 +66,8 @@ def hunt_mutant(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Pat
     with tempfile.TemporaryDirectory(prefix=f"hunt-{mutant.id}-") as scratch:
         stages_start = time.perf_counter() - started
         target = f"{catalogue.path}#{mutant.id}"
-        plan = replace(RunPlan.of_profile(profile), out_dir=Path(scratch), replay_target=f"--target {target}")
+        replay_target = f"--target {target}" + ("" if strict else f" --rules {rules.name}")
+        plan = replace(RunPlan.of_profile(profile), out_dir=Path(scratch), replay_target=replay_target, rules=rules)
         report = run_check(factory, target_name=target, plan=plan)
         shortest = None
         for index, stage in enumerate(report.stages):
@@ -84,7 +90,13 @@ def hunt_mutant(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Pat
 
 
 def hunt(
-    catalogue: Catalogue, *, only: str | None = None, profile: str = "ci", out_dir: Path = Path("hunt"), progress: TextIO | None = None
+    catalogue: Catalogue,
+    *,
+    only: str | None = None,
+    profile: str = "ci",
+    out_dir: Path = Path("hunt"),
+    progress: TextIO | None = None,
+    rules: Rules = Rules(),
 ) -> list[HuntResult]:
     """Every mutant of ``catalogue`` (or the one named ``only``), in catalogue order."""
     chosen = [catalogue.mutant(only)] if only is not None else list(catalogue.mutants)
@@ -93,7 +105,7 @@ def hunt(
         if progress is not None:
             progress.write(f"  hunting {mutant.id}: {mutant.bug} ...\n")
             progress.flush()
-        results.append(hunt_mutant(catalogue, mutant, profile, out_dir))
+        results.append(hunt_mutant(catalogue, mutant, profile, out_dir, rules))
     return results
 
 

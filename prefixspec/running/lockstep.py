@@ -10,41 +10,123 @@ result, so the calls up to a disagreement are a ready counterexample trace.
 
 from __future__ import annotations
 
-from spec.api import NodeId, PrefixCache, Snapshot
+from collections.abc import Sequence
+from typing import cast
+
+from spec.api import ERROR_TYPES, NodeId, NodeView, PrefixCache, Rules, Snapshot
+from spec.model import SpecCache
 from prefixspec.formats.trace import CallRunner, Step, Trace, same_outcome
-from prefixspec.vocabulary import Call, CallThrough, Unwritable, error_name
+from prefixspec.vocabulary import Call, CallThrough, Unwritable, WrongResult, error_name, render_ints, render_stats
 
 
 class Disagreement(AssertionError):
-    """The cache under test answered a call, or ended it in a state, unlike the reference."""
+    """The cache under test answered a call, or ended it in a state, unlike the reference.
 
-    def __init__(self, trace: Trace, kind: str, expected: str, got: str) -> None:
+    ``kind`` is what differs (its ``result`` or its ``snapshot``), ``rule`` the
+    rule that observable belongs to (``R7``...), ``expected``/``got`` the two
+    versions of the part that differs.
+    """
+
+    def __init__(self, trace: Trace, kind: str, expected: str, got: str, rule: str = "") -> None:
         self.trace = trace
         self.kind = kind
         self.expected = expected
         self.got = got
-        last = trace.steps[-1].call.text() if trace.steps else "(no call)"
-        super().__init__(
-            f"call {len(trace.steps)} `{last}`: the cache under test disagrees with the spec on its {kind}\n"
-            f"  spec:  {expected}\n  cache: {got}"
+        self.rule = rule
+        super().__init__(self.describe())
+
+    @property
+    def last_call(self) -> str:
+        return self.trace.steps[-1].call.text() if self.trace.steps else "(no call)"
+
+    def describe(self) -> str:
+        broken = f" ({self.rule})" if self.rule else ""
+        return (
+            f"call {len(self.trace.steps)} `{self.last_call}`: the cache under test disagrees with the spec on its {self.kind}{broken}\n"
+            f"  spec:  {self.expected}\n  cache: {self.got}"
         )
 
 
-def describe_snapshot_difference(expected: Snapshot, got: Snapshot) -> tuple[str, str]:
-    """The first part of two snapshots that differs, as (expected, got) text."""
+RESULT_RULES: dict[str, str] = {
+    "match": "R3, the longest usable match",
+    "insert": "R5, what insert keeps and hands back",
+    "lock": "R6, locks",
+    "unlock": "R6, locks",
+    "evict": "R8, eviction",
+}
+"""The rule a call's result belongs to; the counters are R9's."""
+
+REFUSAL_RULES: dict[str, str] = {
+    "match": "R1, the arguments",
+    "insert": "R1/R5, the arguments and one owner per block",
+    "lock": "R6, unknown nodes",
+    "unlock": "R6, unknown nodes and NotLocked",
+    "evict": "R1/R8, the eviction count",
+}
+"""The rules that say when a call is refused."""
+
+
+def result_rule(op: str, expected: str, got: str) -> str:
+    """The rule a difference in the result of ``op`` breaks."""
+    refused = [text for text in (expected, got) if text.split(" ")[0] in ERROR_TYPES or text.startswith("crash ")]
+    if refused and not any(text.startswith("crash WrongResult") for text in refused):
+        return REFUSAL_RULES.get(op, "R9, the counters")
+    return RESULT_RULES.get(op, "R9, the counters")
+
+
+def moved_node(expected: Sequence[NodeView], got: Sequence[NodeView], tokens: Sequence[int] = ()) -> str:
+    """For two orders of the same nodes: the one node whose move makes them differ, with both its places.
+
+    When several would do (two neighbours swapped), the one sharing the
+    longest prefix with the last call's ``tokens`` is named: the call moved it.
+    """
+    def shared(view: NodeView) -> int:
+        length = 0
+        for ours, theirs in zip(view.prefix, tokens):
+            if ours != theirs:
+                break
+            length += 1
+        return length
+
+    candidates = [
+        view for view in expected if [other for other in expected if other != view] == [other for other in got if other != view]
+    ]
+    if candidates:
+        view = max(candidates, key=lambda candidate: (shared(candidate), abs(expected.index(candidate) - got.index(candidate))))
+        return (
+            f"node {render_ints(view.prefix)} moved: it is at place {expected.index(view) + 1} of {len(expected)} "
+            f"in the spec's order, {got.index(view) + 1} in the cache's"
+        )
+    for index, (wanted, actual) in enumerate(zip(expected, got)):
+        if wanted != actual:
+            return f"from place {index + 1} of {len(expected)} on: the spec has node {render_ints(wanted.prefix)} there, the cache {render_ints(actual.prefix)}"
+    return "the orders differ"
+
+
+def describe_snapshot_difference(expected: Snapshot, got: Snapshot, rules: Rules, tokens: Sequence[int] = ()) -> tuple[str, str, str]:
+    """The first part of two snapshots that differs, as (rule, expected, got) text."""
+    if expected.block_size != got.block_size:
+        return ("R1, the block size", f"block_size {expected.block_size}", f"block_size {got.block_size}")
     if expected.stats != got.stats:
-        return (str(expected.stats), str(got.stats))
+        return ("R9, the counters", render_stats(expected.stats), render_stats(got.stats))
     expected_nodes = set(expected.nodes)
     got_nodes = set(got.nodes)
     if expected_nodes != got_nodes:
         missing = sorted(expected_nodes - got_nodes, key=lambda view: view.prefix)
         extra = sorted(got_nodes - expected_nodes, key=lambda view: view.prefix)
-        return (f"nodes also {missing}", f"nodes also {extra}")
-    if expected.block_size != got.block_size:
-        return (f"block_size {expected.block_size}", f"block_size {got.block_size}")
+        if {view.prefix for view in expected.nodes} != {view.prefix for view in got.nodes}:
+            rule = "R4, where nodes end"
+        elif {(view.prefix, view.blocks) for view in expected.nodes} != {(view.prefix, view.blocks) for view in got.nodes}:
+            rule = "R2/R5, the blocks cached"
+        else:
+            rule = "R6, the locks"
+        return (rule, f"nodes also {missing}", f"nodes also {extra}")
+    rule = "R7, what a call uses" if rules.evict == "lru" else f"R7 or R8 (evict={rules.evict}), the eviction order"
+    moved = moved_node(expected.nodes, got.nodes, tokens)
     return (
-        "last-use order " + str([list(view.prefix) for view in expected.nodes]),
-        "last-use order " + str([list(view.prefix) for view in got.nodes]),
+        rule,
+        f"last-use order {[list(view.prefix) for view in expected.nodes]}; {moved}",
+        f"last-use order {[list(view.prefix) for view in got.nodes]}",
     )
 
 
@@ -56,7 +138,7 @@ class Lockstep(CallThrough):
     error the reference raises is raised again after both caches agreed on it.
     """
 
-    def __init__(self, reference: PrefixCache, target: PrefixCache | None = None, *, compare_snapshots: bool = True) -> None:
+    def __init__(self, reference: SpecCache, target: PrefixCache | None = None, *, compare_snapshots: bool = True) -> None:
         self.reference = reference
         self.target = target
         self.compare_snapshots = compare_snapshots
@@ -70,7 +152,7 @@ class Lockstep(CallThrough):
 
     def trace(self) -> Trace:
         """Every call so far with the reference's results."""
-        return Trace(self.reference.block_size(), list(self.steps))
+        return Trace(self.reference.block_size(), list(self.steps), rules=self.reference.rules)
 
     def next_name(self) -> str:
         return f"n{len(self.steps) + 1}"
@@ -95,22 +177,30 @@ class Lockstep(CallThrough):
         if self._target_runner is not None and self.target is not None:
             got = self._target_runner.run(call)
             if not same_outcome(expected.text, got.text):
-                raise Disagreement(self.trace(), "result", expected.text, got.text)
+                raise Disagreement(self.trace(), "result", expected.text, got.text, result_rule(call.op, expected.text, got.text))
             if self.compare_snapshots:
-                self.check_snapshots(self.reference, self.target)
+                self.check_snapshots(self.reference, self.target, refused=expected.error is not None)
         if expected.error is not None:
             raise expected.error
         return expected.value
 
-    def check_snapshots(self, reference: PrefixCache, target: PrefixCache) -> None:
+    def check_snapshots(self, reference: SpecCache, target: PrefixCache, *, refused: bool = False) -> None:
+        """The two snapshots after a call; a difference after a call the spec refused breaks R10."""
         wanted = reference.snapshot()
         try:
             actual = target.snapshot()
+            if not isinstance(actual, Snapshot):
+                raise WrongResult(f"snapshot returned {type(actual).__name__}, not a Snapshot")
+            same = bool(wanted == actual)
         except Exception as error:  # a broken target's snapshot is a disagreement, not a crash of the checker
-            raise Disagreement(self.trace(), "snapshot", "a snapshot", error_name(error)) from None
-        if wanted != actual:
-            expected_text, got_text = describe_snapshot_difference(wanted, actual)
-            raise Disagreement(self.trace(), "snapshot", expected_text, got_text)
+            raise Disagreement(self.trace(), "snapshot", "a snapshot", error_name(error), "R11, the snapshot") from None
+        if not same:
+            last = self.steps[-1].call if self.steps else None
+            tokens = last.arg("tokens") if last is not None and last.kind.params and last.kind.params[0].kind == "tokens" else ()
+            rule, expected_text, got_text = describe_snapshot_difference(wanted, actual, reference.rules, cast(tuple[int, ...], tokens))
+            if refused:
+                rule = f"R10, a refused call changes nothing (here: {rule})"
+            raise Disagreement(self.trace(), "snapshot", expected_text, got_text, rule)
 
     def block_size(self) -> int:
         return self.reference.block_size()

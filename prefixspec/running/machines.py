@@ -37,7 +37,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from spec.api import ID_LIMIT, BlockId, CacheFactory, Inserted, NodeId, PrefixCacheError, PrefixMatch
+from spec.api import ID_LIMIT, BlockId, CacheFactory, Inserted, NodeId, PrefixCacheError, PrefixMatch, Rules
 from spec.model import SpecCache
 from prefixspec.running.engine import Engine, Workload
 from prefixspec.running.lockstep import Lockstep
@@ -112,8 +112,8 @@ class NodePair:
         return f"NodePair({self.handle!r})"
 
 
-def call_machine(factory: CacheFactory, tally: RunTally | None = None) -> type[RuleBasedStateMachine]:
-    """The call machine for caches made by ``factory``."""
+def call_machine(factory: CacheFactory, tally: RunTally | None = None, rules: Rules = Rules()) -> type[RuleBasedStateMachine]:
+    """The call machine for caches made by ``factory``, against the spec under ``rules``."""
     counts = tally if tally is not None else RunTally()
 
     class CallMachine(RuleBasedStateMachine):
@@ -124,7 +124,7 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None) -> type[R
 
         def __init__(self) -> None:
             super().__init__()
-            self.spec = SpecCache(1)
+            self.spec = SpecCache(1, rules)
             self.pair = Lockstep(self.spec, factory(1))
             self.next_block: BlockId = 0
             counts.examples += 1
@@ -133,7 +133,7 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None) -> type[R
 
         @initialize(block_size=st.integers(1, 4), target=prompts)
         def choose_block_size(self, block_size: int) -> object:
-            self.spec = SpecCache(block_size)
+            self.spec = SpecCache(block_size, rules)
             self.pair = Lockstep(self.spec, factory(block_size))
             return multiple((0,) * block_size, (1,) * (2 * block_size))
 
@@ -252,8 +252,10 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None) -> type[R
     return CallMachine
 
 
-def engine_machine(factory: CacheFactory, tally: RunTally | None = None, pool_size: int = 64) -> type[RuleBasedStateMachine]:
-    """The engine machine for caches made by ``factory``."""
+def engine_machine(
+    factory: CacheFactory, tally: RunTally | None = None, rules: Rules = Rules(), pool_size: int = 64
+) -> type[RuleBasedStateMachine]:
+    """The engine machine for caches made by ``factory``, against the spec under ``rules``."""
     counts = tally if tally is not None else RunTally()
 
     class EngineMachine(RuleBasedStateMachine):
@@ -261,14 +263,14 @@ def engine_machine(factory: CacheFactory, tally: RunTally | None = None, pool_si
 
         def __init__(self) -> None:
             super().__init__()
-            self.pair = Lockstep(SpecCache(2), factory(2))
+            self.pair = Lockstep(SpecCache(2, rules), factory(2))
             self.engine = Engine(self.pair, Workload(pool_size=pool_size))
             self.steps = 0
             counts.examples += 1
 
         @initialize(block_size=st.integers(1, 4), prompt_seed=st.integers(0, 2**16))
         def start(self, block_size: int, prompt_seed: int) -> None:
-            self.pair = Lockstep(SpecCache(block_size), factory(block_size))
+            self.pair = Lockstep(SpecCache(block_size, rules), factory(block_size))
             self.engine = Engine(self.pair, Workload(block_size=block_size, pool_size=pool_size), prompt_seed=prompt_seed)
 
         @rule(seed=st.integers(0, 2**32 - 1), length=st.integers(*BURST_STEPS))

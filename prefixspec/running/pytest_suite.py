@@ -28,7 +28,7 @@ from pathlib import Path
 
 from hypothesis import settings as Settings
 
-from spec.api import CacheFactory
+from spec.api import CacheFactory, Rules, parse_rules
 from prefixspec.running.machines import ENGINE_STEPS_PER_EXAMPLE
 from prefixspec.running.report import StageResult
 from prefixspec.running.stages import STAGES, RunPlan, run_stage
@@ -41,6 +41,7 @@ def conformance_suite(
     min_engine_steps: int = ENGINE_STEPS_PER_EXAMPLE,
     out_dir: Path | None = None,
     name: str = "PrefixCacheConformance",
+    rules: Rules | str = "strict",
 ) -> type[unittest.TestCase]:
     """A TestCase class checking the caches ``factory(block_size)`` makes against the spec, a test per stage.
 
@@ -48,14 +49,17 @@ def conformance_suite(
     (``prefixspec.running.stages``): ``settings`` takes the place of the
     profile's.  ``min_engine_steps`` is what every engine example must reach
     (3,000 as in ``prefixspec check``); counterexample traces go to ``out_dir``
-    (default a folder in the temporary directory).
+    (default a folder in the temporary directory).  ``rules`` is the rule set
+    the spec follows: a ``spec.api.Rules`` or a name (``"sglang"``,
+    ``"use=path+split-tail,evict=lfu"``).
     """
+    rule_set = parse_rules(rules) if isinstance(rules, str) else rules
     where = out_dir if out_dir is not None else Path(tempfile.gettempdir()) / "prefixspec-counterexamples" / name
 
     def plan() -> RunPlan:
         # Built when a test runs, so that the profile active then (or ``settings``) is the one used.
         chosen = settings if settings is not None else Settings()
-        return RunPlan(base=chosen, min_engine_steps=min_engine_steps, out_dir=where)
+        return RunPlan(base=chosen, min_engine_steps=min_engine_steps, out_dir=where, rules=rule_set)
 
     def stage_test(stage_name: str) -> Callable[[unittest.TestCase], None]:
         def test(self: unittest.TestCase) -> None:

@@ -91,12 +91,12 @@ class Recording:
 
     @classmethod
     def of(cls, trace: Trace) -> Recording:
-        runner = CallRunner(SpecCache(trace.block_size))
+        runner = CallRunner(SpecCache(trace.block_size, trace.rules))
         spec_results = [runner.run(step.call).text for step in trace.steps]
         context: dict[tuple[int, ...], BlockId] = {}
         for index, step in enumerate(trace.steps):
             if step.expected is not None and not same_outcome(step.expected, spec_results[index]):
-                again = CallRunner(SpecCache(trace.block_size))
+                again = CallRunner(SpecCache(trace.block_size, trace.rules))
                 for earlier in trace.steps[:index]:
                     again.run(earlier.call)
                 named = set(_ints_in(step.expected))
@@ -165,7 +165,7 @@ class Recording:
         if cut is None:
             return None
         really_kept, steps, spec_results = cut
-        runner = CallRunner(SpecCache(self.trace.block_size))
+        runner = CallRunner(SpecCache(self.trace.block_size, self.trace.rules))
         for position, step in enumerate(steps):
             if position == len(steps) - 1:
                 cached = cached_block_by_prefix(runner.cache.snapshot())

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from spec.api import Rules
 from prefixspec.running.machines import RunTally
 
 
@@ -26,6 +27,10 @@ class StageResult:
     counterexample: str = ""
     counterexample_calls: int = 0
     seconds_to_failure: float = 0.0
+    seconds_to_report: float = 0.0
+    """From the stage's start to its minimised counterexample written."""
+    rule: str = ""
+    """The rule the counterexample's last call breaks (``R7, what a call uses``...)."""
     aborted: bool = False
     """The target failed as a program (``spec.api.TargetFailure``): ``failure`` is its report, the check stops."""
 
@@ -44,13 +49,17 @@ class CheckReport:
     stages: list[StageResult] = field(default_factory=list)
     replay_target: str = ""
     """How ``prefixspec replay`` names the target (``--target TARGET`` or ``--exec CMD``)."""
+    rules: Rules = Rules()
 
     @property
     def passed(self) -> bool:
         return all(stage.passed for stage in self.stages)
 
     def summary(self) -> str:
-        lines = [f"prefixspec check {self.target} (profile {self.profile}{'' if self.seed is None else f', seed {self.seed}'})"]
+        lines = [
+            f"prefixspec check {self.target} (profile {self.profile}{'' if self.seed is None else f', seed {self.seed}'}, "
+            f"rules {self.rules.name}: use={self.rules.use}, evict={self.rules.evict})"
+        ]
         for stage in self.stages:
             detail = f"{stage.examples} examples, {stage.calls:,} calls"
             if stage.engine_steps and stage.steps_per_example:
@@ -79,6 +88,7 @@ class CheckReport:
             "target": self.target,
             "profile": self.profile,
             "seed": self.seed,
+            "rules": {"name": self.rules.name, "use": self.rules.use, "evict": self.rules.evict},
             "result": "passed" if self.passed else "failed",
             "stages": [
                 {
@@ -95,6 +105,8 @@ class CheckReport:
                     "counterexample": stage.counterexample or None,
                     "counterexample_calls": stage.counterexample_calls,
                     "seconds_to_failure": round(stage.seconds_to_failure, 3),
+                    "seconds_to_report": round(stage.seconds_to_report, 3),
+                    "rule": stage.rule or None,
                     "aborted": stage.aborted,
                 }
                 for stage in self.stages

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from spec.api import CacheFactory, PrefixCacheError
+from spec.api import CacheFactory, PrefixCacheError, Rules
 from spec.model import SpecCache
 from prefixspec.formats.trace import Trace, UnresolvedHandle
 from prefixspec.running.lockstep import Disagreement, Lockstep
@@ -30,9 +30,9 @@ def handles_resolve(calls: Sequence[Call]) -> bool:
     return True
 
 
-def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFactory) -> Disagreement | None:
-    """Run ``calls`` on a fresh spec and a fresh target in lockstep; the first disagreement, or None."""
-    pair = Lockstep(SpecCache(block_size), target(block_size))
+def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules()) -> Disagreement | None:
+    """Run ``calls`` on a fresh spec (under ``rules``) and a fresh target in lockstep; the first disagreement, or None."""
+    pair = Lockstep(SpecCache(block_size, rules), target(block_size))
     for call in calls:
         try:
             pair.perform(call)
@@ -91,7 +91,7 @@ def delta_debug(
 
 
 def minimise(
-    block_size: int, calls: Sequence[Call], target: CacheFactory, *, time_budget: float = 60.0
+    block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules(), *, time_budget: float = 60.0
 ) -> tuple[list[Call], Disagreement]:
     """The fewest calls, kept in order, on which ``target`` still disagrees with the spec.
 
@@ -99,7 +99,7 @@ def minimise(
     every kept run is cut just after its disagreement.  Stops improving after
     ``time_budget`` seconds and returns the best found so far.
     """
-    found = first_disagreement(block_size, calls, target)
+    found = first_disagreement(block_size, calls, target, rules)
     if found is None:
         raise ValueError("the calls do not make the target disagree with the spec")
     best = list(calls[: len(found.trace.steps)])
@@ -109,7 +109,7 @@ def minimise(
         nonlocal found
         if not candidate or not handles_resolve(candidate):
             return None
-        disagreement = first_disagreement(block_size, candidate, target)
+        disagreement = first_disagreement(block_size, candidate, target, rules)
         if disagreement is None:
             return None
         found = disagreement
@@ -121,7 +121,7 @@ def minimise(
 
 def counterexample_trace(block_size: int, calls: Sequence[Call], disagreement: Disagreement, title: str, reproduce: str) -> Trace:
     """The calls with the spec's results as expectations, and the disagreement in the header."""
-    trace = Trace(block_size, list(disagreement.trace.steps[: len(calls)]))
+    trace = Trace(block_size, list(disagreement.trace.steps[: len(calls)]), rules=disagreement.trace.rules)
     trace.comments = [
         title,
         f"{len(calls)} calls; the last one shows the disagreement ({disagreement.kind}):",

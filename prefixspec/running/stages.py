@@ -28,7 +28,7 @@ from hypothesis.errors import HypothesisException
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from spec.api import CacheFactory, TargetFailure
+from spec.api import CacheFactory, Rules, TargetFailure
 from prefixspec.formats.trace import Trace
 from prefixspec.running.golden import golden_trace
 from prefixspec.running.machines import (
@@ -58,6 +58,8 @@ class RunPlan:
     progress: TextIO | None = None
     replay_target: str = "--target MODULE:FACTORY"
     """What follows ``prefixspec replay FILE`` to reproduce a counterexample on this target."""
+    rules: Rules = Rules()
+    """The rule set the spec follows in every stage (``spec.api.Rules``)."""
 
     @classmethod
     def of_profile(cls, profile: str) -> RunPlan:
@@ -93,13 +95,13 @@ def run_golden(target: CacheFactory, plan: RunPlan) -> StageResult:
     trace = golden_trace()
     stage = StageResult("golden trace", True, 0.0, examples=1, calls=len(trace.steps))
     try:
-        disagreement = first_disagreement(trace.block_size, trace.calls(), target)
+        disagreement = first_disagreement(trace.block_size, trace.calls(), target, plan.rules)
         if disagreement is not None:
             stage.passed = False
             stage.seconds_to_failure = time.perf_counter() - started
             stage.calls = len(disagreement.trace.steps)
             stage.failure = str(disagreement)
-            write_counterexample(stage, disagreement.trace, target, plan, "The golden trace, cut to the calls that disagree.")
+            write_counterexample(stage, disagreement.trace, target, plan, "The golden trace, cut to the calls that disagree.", started)
     except TargetFailure as failure:
         return aborted_stage(stage, started, failure)
     stage.seconds = time.perf_counter() - started
@@ -111,7 +113,7 @@ def run_call_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
     tally = RunTally(progress=Progress(plan.progress, "call machine"))
     common = plan.machine_settings()
     chosen = settings(common, stateful_step_count=CALLS_PER_EXAMPLE, max_examples=call_machine_examples(common.max_examples))
-    return run_machine("call machine", call_machine(target, tally), tally, chosen, target, plan)
+    return run_machine("call machine", call_machine(target, tally, plan.rules), tally, chosen, target, plan)
 
 
 def run_engine_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
@@ -122,7 +124,7 @@ def run_engine_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
     # _min_steps (run_state_machine_as_test's own argument, used by HypoFuzz)
     # keeps Hypothesis from ending an example before its last burst: in the deep
     # profile about one example in 150 otherwise stopped after a few bursts.
-    stage = run_machine("engine machine", engine_machine(target, tally), tally, chosen, target, plan, min_rules=bursts)
+    stage = run_machine("engine machine", engine_machine(target, tally, plan.rules), tally, chosen, target, plan, min_rules=bursts)
     if stage.passed and stage.steps_per_example and min(stage.steps_per_example) < plan.min_engine_steps:
         stage.passed = False
         stage.failure = f"an example ran only {min(stage.steps_per_example)} engine steps, short of {plan.min_engine_steps}"
@@ -144,7 +146,7 @@ def run_stage(name: str, target: CacheFactory, plan: RunPlan) -> StageResult:
 
 def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> CheckReport:
     """Every stage in order, each to its first failure; a target that fails as a program stops the run."""
-    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_target)
+    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_target, rules=plan.rules)
     for name in STAGES:
         stage = run_stage(name, target, plan)
         report.stages.append(stage)
@@ -156,20 +158,28 @@ def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> Check
 # The machinery of a stage -----------------------------------------------------------------
 
 
-def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory, plan: RunPlan, title: str) -> None:
-    """Minimise the calls of a failing run and write them as a trace file; fills the stage's fields."""
+def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory, plan: RunPlan, title: str, started: float) -> None:
+    """Minimise the calls of a failing run and write them as a trace file; fills the stage's fields.
+
+    The stage's failure then describes the minimised trace's last call (the
+    one a reader replays), with the rule it breaks; where the run first saw
+    the failure follows in a note.
+    """
     calls = trace.calls()
-    if first_disagreement(trace.block_size, calls, target) is None:
+    if first_disagreement(trace.block_size, calls, target, plan.rules) is None:
         stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
         return
-    kept, disagreement = minimise(trace.block_size, calls, target)
+    kept, disagreement = minimise(trace.block_size, calls, target, plan.rules)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     path = plan.out_dir / f"{stage.name.replace(' ', '_')}.trace"
     reproduce = f"prefixspec replay {path} {plan.replay_target}"
     path.write_text(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text(), encoding="utf-8")
     stage.counterexample = str(path)
     stage.counterexample_calls = len(kept)
-    stage.failure += f"\nminimised to {len(kept)} calls; the last one: {kept[-1].text()}\n  spec:  {disagreement.expected}\n  cache: {disagreement.got}"
+    first_seen = stage.failure.splitlines()[0] if stage.failure else ""
+    stage.rule = disagreement.rule
+    stage.failure = f"{disagreement.describe()}\n(minimised to {len(kept)} of {len(calls)} calls; the run first saw it as: {first_seen})"
+    stage.seconds_to_report = time.perf_counter() - started
 
 
 def aborted_stage(stage: StageResult, started: float, failure: TargetFailure) -> StageResult:
@@ -244,7 +254,7 @@ def run_machine(
         trace = getattr(failure, "prefixspec_trace", None)
         if isinstance(trace, Trace):
             try:
-                write_counterexample(stage, trace, target, plan, f"A counterexample found by the {name}, shrunk by Hypothesis, then minimised.")
+                write_counterexample(stage, trace, target, plan, f"A counterexample found by the {name}, then minimised.", started)
             except TargetFailure as error:
                 return aborted_stage(stage, started, error)
         else:

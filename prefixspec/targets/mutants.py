@@ -30,12 +30,12 @@ import itertools
 import re
 import sys
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from spec.api import CacheFactory
+from spec.api import CacheFactory, PrefixCache, Rules
 from prefixspec.errors import TargetError
 from prefixspec.shipped import IMPL_CATALOGUE
 
@@ -164,8 +164,12 @@ def mutated_sources(catalogue: Catalogue, mutant: Mutant | None, alias: str) -> 
     return sources
 
 
-def load_mutant(catalogue: Catalogue, mutant: Mutant | None) -> CacheFactory:
-    """The cache factory of a fresh copy of the package with ``mutant`` applied (None: unmutated)."""
+def load_mutant(catalogue: Catalogue, mutant: Mutant | None, rules: Rules | None = None) -> CacheFactory:
+    """The cache factory of a fresh copy of the package with ``mutant`` applied (None: unmutated).
+
+    With ``rules``, the package's factory is called as ``factory(block_size, rules)``
+    (``impl.RadixCache`` takes a rule set so).
+    """
     label = mutant.id if mutant is not None else "original"
     alias = f"_prefixspec_mutant_{re.sub(r'[^A-Za-z0-9_]', '_', label)}_{next(_copies)}"
     finder = _SourcePackage(alias, mutated_sources(catalogue, mutant, alias), f"mutant {label} of {catalogue.package}")
@@ -179,8 +183,11 @@ def load_mutant(catalogue: Catalogue, mutant: Mutant | None) -> CacheFactory:
     factory = getattr(module, catalogue.factory, None)
     if not callable(factory):
         raise CatalogueError(f"{catalogue.path}: {catalogue.package} has no callable {catalogue.factory!r}")
-    checked: CacheFactory = factory
-    return checked
+    if rules is None:
+        checked: CacheFactory = factory
+        return checked
+    ruled: Callable[[int, Rules], PrefixCache] = factory
+    return lambda block_size: ruled(block_size, rules)
 
 
 def load_mutant_target(target: str) -> CacheFactory:

@@ -1,0 +1,50 @@
+"""``prefixspec identify [TARGET | --exec CMD]``: the rule sets a cache conforms to (``prefixspec.running.identify``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from spec.api import CacheFactory
+from prefixspec.commands.options import add_exec_options, exec_engine, exec_name
+from prefixspec.running.identify import IDENTIFY_EXAMPLES, IDENTIFY_STEPS, identify
+from prefixspec.running.stages import RunPlan
+from prefixspec.targets.loading import DEFAULT_TARGET
+from prefixspec.targets.named import load_target
+
+
+def add_identify_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("identify", help="which rule sets (presets) a cache conforms to, and why not the others")
+    parser.add_argument("target", nargs="?", default=None, help=f"module:factory (default {DEFAULT_TARGET})")
+    add_exec_options(parser, "instead of a TARGET")
+    parser.add_argument("--out", metavar="DIR", default="counterexamples/identify", help="where counterexamples go, a folder per preset")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.set_defaults(run=command_identify)
+
+
+def command_identify(arguments: argparse.Namespace) -> int:
+    engine = exec_engine(arguments, "target")
+    if engine is None:
+        target = arguments.target or DEFAULT_TARGET
+        return identify_and_report(load_target(target), target, f"--target {target}", arguments)
+    with engine:
+        named = exec_name(arguments)
+        return identify_and_report(engine, named, named, arguments)
+
+
+def identify_and_report(factory: CacheFactory, target_name: str, replay_target: str, arguments: argparse.Namespace) -> int:
+    base = replace(RunPlan.of_profile("ci"), out_dir=Path(arguments.out), replay_target=replay_target)
+    verdicts = identify(factory, target_name=target_name, base=base, progress=None if arguments.quiet else sys.stderr)
+    print(
+        f"prefixspec identify {target_name}: the golden trace, {20 * IDENTIFY_EXAMPLES} call-machine examples and "
+        f"{IDENTIFY_EXAMPLES} engine examples of {IDENTIFY_STEPS:,} steps under each preset"
+    )
+    for verdict in verdicts:
+        print(verdict.line())
+    conforming = [verdict.rules.name for verdict in verdicts if verdict.conforms]
+    print(f"conforms to: {', '.join(conforming) if conforming else 'none of the presets'}")
+    if conforming:
+        print(f"check it fully with: prefixspec check {replay_target.removeprefix('--target ')} --rules {conforming[0]}")
+    return 0 if conforming else 1
