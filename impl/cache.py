@@ -129,7 +129,7 @@ class RadixCache:
         self._clock += 1
         if partial is not None:
             path.append(tree.split(partial, matched, self._clock))
-        tree.touch(path, self._clock, split_tail=partial if self._split_tails else None)
+        tree.touch(path, self._clock, split_tail=partial if self._split_tails else None, ranked=self._split_tails)
         blocks = array(TOKEN_TYPECODE)
         for node in path:
             blocks.extend(node.blocks)
@@ -188,7 +188,7 @@ class RadixCache:
         if fresh:
             path.append(tree.add_leaf(path[-1] if path else tree.root, buffer, fresh, self._clock))
         self._inserted_blocks += len(fresh)
-        tree.touch(path, self._clock, hit=True, split_tail=partial if self._split_tails else None)
+        tree.touch(path, self._clock, hit=True, split_tail=partial if self._split_tails else None, ranked=self._split_tails)
         return Inserted(path[-1], duplicates)
 
     # ----------------------------------------------------------------- locks

@@ -42,9 +42,6 @@ Key = int | tuple[int, ...]
 QueueEntry = tuple[Key, int, "Node"]
 """(eviction key, seq, leaf): seq is unique, so entries never compare their nodes."""
 
-ON_PATH = 1
-AS_SPLIT_TAIL = 0
-"""``use_rank``: within one call, a split tail's use (variant path+split-tail) comes before the call's own nodes."""
 
 
 def eviction_key(rules: Rules) -> Callable[[Node], Key]:
@@ -61,10 +58,10 @@ def eviction_key(rules: Rules) -> Callable[[Node], Key]:
     if rules.evict == "lfu":
         return lambda node: (node.hits, node.last_use, node.use_rank)
     if rules.evict == "fifo":
-        return lambda node: (node.created, node.last_use, node.use_rank)
+        return lambda node: (node.created, node.created_rank, node.last_use, node.use_rank)
     if rules.evict == "mru":
         return lambda node: (-node.last_use, -node.use_rank)
-    return lambda node: (-node.created, node.last_use, node.use_rank)
+    return lambda node: (-node.created, -node.created_rank, node.last_use, node.use_rank)
 
 
 class Node:
@@ -89,11 +86,13 @@ class Node:
     - ``pins``: the locks held in the subtree rooted here, own ones included;
       the node is pinned while this is positive.
     - ``last_use``: the logical time of the last use of this node, and
-      ``use_rank`` whether that use was on the call's path (ON_PATH) or as the
-      lower part of a node the call split (AS_SPLIT_TAIL, R7's variant).
+      ``use_rank`` its order within that call: 0 for every use under
+      ``use=path``; under ``use=path+split-tail``, 0 for a node the call found
+      there, k for the k-th node it created (R7).
     - ``hits``: the inserts that used the node (R7; a split's upper node
-      starts with the hits of the node it splits); ``created``: the logical
-      time of the call that created it (R4).
+      starts with the hits of the node it splits); ``created`` and
+      ``created_rank``: the call that created it and the node's order among
+      those it created (R4).
     - ``queue_seq``: the seq of the node's live LRU queue entry, -1 when none;
       exactly the unpinned leaves have one.
     """
@@ -112,6 +111,7 @@ class Node:
         "use_rank",
         "hits",
         "created",
+        "created_rank",
         "queue_seq",
     )
 
@@ -125,6 +125,7 @@ class Node:
         end: int,
         last_use: int,
         created: int,
+        created_rank: int = 1,
     ) -> None:
         self.owner = owner
         self.parent: Node = self if parent is None else parent
@@ -136,9 +137,10 @@ class Node:
         self.locks = 0
         self.pins = 0
         self.last_use = last_use
-        self.use_rank = ON_PATH
+        self.use_rank = 0
         self.hits = 0
         self.created = created
+        self.created_rank = created_rank
         self.queue_seq = -1
 
     def __repr__(self) -> str:
@@ -313,7 +315,8 @@ class RadixTree:
         end = parent.end + len(blocks) * self.block_size
         segment = query[parent.end * TOKEN_BYTES : end * TOKEN_BYTES]
         key = segment[: self._block_bytes]
-        leaf = Node(self, parent, segment, key, blocks, end, last_use, last_use)
+        # The second node a call creates is a leaf below the split it made first (R4).
+        leaf = Node(self, parent, segment, key, blocks, end, last_use, last_use, 2 if parent.created == last_use else 1)
         self._dequeue(parent)
         parent.children[key] = leaf
         self.cached_blocks += len(blocks)
@@ -391,15 +394,16 @@ class RadixTree:
                     self._enqueue(walker)
             walker = walker.parent
 
-    def touch(self, path: list[Node], clock: int, *, hit: bool = False, split_tail: Node | None = None) -> None:
+    def touch(self, path: list[Node], clock: int, *, hit: bool = False, split_tail: Node | None = None, ranked: bool = False) -> None:
         """Record a use at time ``clock`` of every node of ``path`` (R7), a hit of each when ``hit``.
 
         ``path`` runs from below the root down, and ``clock`` is later than
         every last use in the tree or equal to the last use of nodes added at
-        this time.  ``split_tail`` (variant path+split-tail) is the lower part
-        of a node the call split, used just before the path.  Only the last
-        node of the path and the split tail can be leaves, so at most two
-        queue entries change.
+        this time.  With ``ranked`` (variant path+split-tail) a node created at
+        ``clock`` is used at its creation rank, the others at rank 0, and
+        ``split_tail``, the lower part of a node the call split, at rank 0 too.
+        Only the last node of the path and the split tail can be leaves, so at
+        most two queue entries change.
 
         Runtime complexity: O(len(path)) Python steps, O(1) amortised in the queue.
         """
@@ -409,13 +413,13 @@ class RadixTree:
         watched = [(node, key(node)) for node in (path[-1], split_tail) if node is not None and node.queue_seq >= 0]
         for node in path:
             node.last_use = clock
-            node.use_rank = ON_PATH
+            node.use_rank = node.created_rank if ranked and node.created == clock else 0
         if hit:
             for node in path:
                 node.hits += 1
         if split_tail is not None:
             split_tail.last_use = clock
-            split_tail.use_rank = AS_SPLIT_TAIL
+            split_tail.use_rank = 0
         for node, before in watched:
             if key(node) != before:
                 self._enqueue(node)
@@ -509,7 +513,7 @@ class RadixTree:
                 assert segment_blocks(node.end, child.end, self.block_size) == len(child.blocks), f"{child!r} end"
                 assert child.end == node.end + len(child.blocks) * self.block_size, f"{child!r} end"
                 assert child.locks >= 0, f"{child!r} lock count"
-                assert node is root or (node.last_use, node.use_rank) >= (child.last_use, child.use_rank), f"{child!r} used after its parent"
+                assert node is root or node.last_use >= child.last_use, f"{child!r} used after its parent"
                 stack.append(child)
         cached = 0
         evictable = 0

@@ -43,9 +43,8 @@ from spec.api import (
 
 Prefix = tuple[int, ...]
 
-USED_AS_SPLIT_TAIL = 0
-USED_ON_PATH = 1
-"""A last use is (the call's clock, one of these): within one call a split tail comes before the call's own nodes (R7)."""
+Stamp = tuple[int, int]
+"""A moment within the calls: (the call's clock, its order within the call) (R4, R7)."""
 
 
 
@@ -120,7 +119,8 @@ class SpecCache:
         self._own_locks: dict[Prefix, int] = {}
         self._last_use: dict[Prefix, tuple[int, int]] = {}
         self._hits: dict[Prefix, int] = {}
-        self._created: dict[Prefix, int] = {}
+        self._created: dict[Prefix, Stamp] = {}
+        self._created_by_this_call = 0
         self._split_by_this_call: Prefix | None = None
         self._rules = rules
         self._clock = 0
@@ -144,6 +144,7 @@ class SpecCache:
         """R7: a match or an insert is one use, at a logical clock that advances once per call."""
         self._clock += 1
         self._split_by_this_call = None
+        self._created_by_this_call = 0
 
     # R2: block-granular contents ------------------------------------------------
 
@@ -214,7 +215,9 @@ class SpecCache:
         node at a prefix is the whole of a split: the node below keeps
         its NodeId, its locks and its last use, and now holds only the blocks
         below the new node, because a node's blocks are those between its
-        parent's end and its own.  NodeIds are never reused.
+        parent's end and its own.  NodeIds are never reused.  The new node is
+        stamped with its creation, ``(clock, k)`` for the k-th node this call
+        creates, and starts with the hits of the node it splits (R7, R8).
         """
         existing = self._node_at.get(prefix)
         if existing is not None:
@@ -226,8 +229,9 @@ class SpecCache:
         self._node_at[prefix] = node
         self._prefix_of[node] = prefix
         self._own_locks[prefix] = 0
-        self._last_use[prefix] = (self._clock, USED_ON_PATH)
-        self._created[prefix] = self._clock
+        self._created_by_this_call += 1
+        self._created[prefix] = (self._clock, self._created_by_this_call)
+        self._last_use[prefix] = (self._clock, 0)
         self._hits[prefix] = 0 if lower is None else self._hits[lower]
         if lower is not None:
             self._split_by_this_call = lower
@@ -345,16 +349,22 @@ class SpecCache:
     def use_path(self, prefix: Prefix, *, hit: bool) -> None:
         """R7: the current call is a use of every node from the root down to ``prefix``; an insert is a hit of each.
 
-        Variant ``use=path+split-tail``: the lower part of a node this call
-        split is used by it too, just before the call's own nodes.
+        Variant ``use=path``: the uses of one call are one moment, ``(clock, 0)``.
+        Variant ``use=path+split-tail``: the call walks the nodes that were
+        there before it (its path, and the lower part of a node it split) at
+        ``(clock, 0)``, and uses each node it created at its creation,
+        ``(clock, 1)`` then ``(clock, 2)`` (R4: a split's upper node, then a
+        new leaf).
         """
+        split_tail = self._rules.use == "path+split-tail"
         for node_prefix in self._node_at:
             if prefix[: len(node_prefix)] == node_prefix:
-                self._last_use[node_prefix] = (self._clock, USED_ON_PATH)
+                created = self._created[node_prefix]
+                self._last_use[node_prefix] = created if split_tail and created[0] == self._clock else (self._clock, 0)
                 if hit:
                     self._hits[node_prefix] += 1
-        if self._rules.use == "path+split-tail" and self._split_by_this_call is not None:
-            self._last_use[self._split_by_this_call] = (self._clock, USED_AS_SPLIT_TAIL)
+        if split_tail and self._split_by_this_call is not None:
+            self._last_use[self._split_by_this_call] = (self._clock, 0)
 
     # R8: eviction ----------------------------------------------------------------------
 
@@ -372,11 +382,12 @@ class SpecCache:
         if evict == "lfu":
             return (self._hits[prefix], *last_use)
         if evict == "fifo":
-            return (self._created[prefix], *last_use)
+            return (*self._created[prefix], *last_use)
         if evict == "mru":
             return (-last_use[0], -last_use[1])
         if evict == "filo":
-            return (-self._created[prefix], *last_use)
+            created = self._created[prefix]
+            return (-created[0], -created[1], *last_use)
         return last_use
 
     def first_leaf_to_evict(self) -> Prefix | None:
