@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export HYPOTHESIS_PROFILE ?= ci
 
-.PHONY: help check test lint typecheck pytest fixtures deep crosshair hunt bench mutation clean
+.PHONY: help check test lint typecheck pytest fixtures deep crosshair hunt bench engines mutation clean
 
 help:
 	@echo "make check     - the main job: check impl.RadixCache against the spec (ci profile)"
@@ -14,6 +14,7 @@ help:
 	@echo "make hunt      - plant the seed's twelve bugs in impl/ and show what catches each"
 	@echo "make fixtures  - regenerate the golden traces from the spec"
 	@echo "make bench     - benchmark impl against SGLang's RadixCache and the spec: docs/perf.md, bench/results/ (installs .venv-bench)"
+	@echo "make engines   - SGLang's real RadixCache through the kit under every policy: docs/engines.md (installs .venv-bench)"
 	@echo "make mutation  - mutmut over impl/ with the fast tests, then the score (about 10 min; docs/mutation.md)"
 	@echo "make lint      - mypy --strict on spec, impl, prefixspec and stateful_tests"
 	@echo "make clean     - remove .venv and caches"
@@ -72,6 +73,11 @@ $(BENCH_STAMP): pyproject.toml
 
 bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python -m bench
+
+# SGLang's real RadixCache (examples/sglang/adapter.py) checked under strict, its
+# preset and identify, for each eviction policy; writes docs/engines.md.
+engines: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python -m examples.sglang.engines
 
 # Mutation testing of impl/ with mutmut (docs/mutation.md), from a fresh mutants/
 # every run; the tests it runs are [tool.mutmut] in pyproject.toml.  Fails below

@@ -8,8 +8,8 @@ the raw results under ``bench/results/``.
 
 - ``bench.workload``: the seeded traffic and the engine that records its cache
   calls as data, with each call's expected result;
-- ``bench.rules``: SGLang's last-use rule, as a variant of the spec and of impl,
-  to record the sequence SGLang is replayed on;
+- the ``sglang`` rule set (``spec.api.RULE_PRESETS``), followed by the spec and
+  by ``impl.variants.sglang``, records the sequence SGLang is replayed on;
 - ``bench.replay``: the adapters and the timed, verified replay;
 - ``bench.sglang_adapter``: importing SGLang's RadixCache without torchvision;
 - ``bench.series``: evict scaling, match against the read floor, memory;

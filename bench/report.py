@@ -517,8 +517,8 @@ workload above), and impl's tree invariants are checked at the end of the record
 match or insert ends inside a node it splits the node, and it sets the last access time of the split
 node (the lower part, the unmatched tail) before splitting, where the spec (R4, R7) leaves the tail's
 last use alone. Eviction order then differs. So each workload is recorded a second time under SGLang's
-rule (`bench/rules.py`: the same engine with `SglangRuleCache`, impl with the tail refreshed,
-cross-checked the same way against `SglangRuleSpec`, the spec with the tail refreshed), and SGLang
+rule (the `sglang` rule set: the same engine with `impl.variants.sglang`, impl with the tail refreshed,
+cross-checked the same way against the spec under the `sglang` rule set, with the tail refreshed), and SGLang
 replays that recording. The two recordings of a workload have the same requests and tokens and differ
 only in which blocks eviction picks (hit rates and evicted blocks are shown above), so each cache's
 total is compared with the read floor of its own calls, and the speed-up over SGLang is the ratio of

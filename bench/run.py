@@ -1,11 +1,11 @@
 """The whole benchmark: ``python -m bench`` (``make bench``, ``prefixspec bench``).
 
-1. Record each workload twice: under the spec's rules with ``impl.RadixCache``
-   as the reference, and under SGLang's last-use rule with
-   ``bench.rules.SglangRuleCache``.  The spec itself is too slow to record a
+1. Record each workload twice: under the spec's strict rules with
+   ``impl.RadixCache`` as the reference, and under SGLang's rules (the
+   ``sglang`` preset, ``spec.api.RULE_PRESETS``) with ``impl.variants.sglang``.  The spec itself is too slow to record a
    whole workload (its evict is O(nodes^2): 40 ms a call at 1,000 leaves), so
    each recording is cross-checked instead: its first requests are replayed on
-   the spec (``spec.model.SpecCache``, or ``bench.rules.SglangRuleSpec``), which must
+   the spec (``spec.model.SpecCache`` under the same rule set), which must
    give every recorded result, and impl's tree invariants are checked at the
    end of the recording.
 2. Replay the recordings, alternating caches, ``reps`` times: impl on the
@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import os
@@ -32,7 +33,8 @@ from typing import Any
 
 from bench import series
 from bench.replay import ApiAdapter, Replay, node_plan, replay, requests_prefix
-from bench.rules import SglangRuleCache, SglangRuleSpec
+from impl.variants import sglang as sglang_rule_cache
+from spec.api import RULE_PRESETS
 from bench.sglang_adapter import PLACEHOLDER_MODULES, SglangAdapter, load_sglang
 from bench.workload import BIG, SMALL, SMALL_IN_FLIGHT, Recording, Shape, record
 from impl import RadixCache
@@ -128,13 +130,13 @@ def machine() -> dict[str, Any]:
     return info
 
 
-def crosscheck(recording: Recording, reference: Any, requests: int) -> dict[str, Any]:
+def crosscheck(recording: Recording, reference: Any, requests: int, name: str = "SpecCache") -> dict[str, Any]:
     """Replay the first ``requests`` requests of ``recording`` on the slow reference."""
     calls = requests_prefix(recording, requests)
     start = time.perf_counter()
-    result = replay(recording, ApiAdapter(reference.__name__, reference, recording.shape.block_size), limit=calls)
+    result = replay(recording, ApiAdapter(name, reference, recording.shape.block_size), limit=calls)
     return {
-        "reference": reference.__name__,
+        "reference": name,
         "requests": min(requests, recording.requests),
         "calls": calls,
         "agrees": result.divergence is None,
@@ -191,7 +193,9 @@ def run(plan: Plan, *, use_sglang: bool = True) -> dict[str, Any]:
     for shape in plan.shapes:
         entry: dict[str, Any] = {"shape": asdict(shape), "recordings": {}, "crosscheck": {}}
         recordings[shape.name] = {}
-        for rule, factory, reference in (("spec", RadixCache, SpecCache), ("sglang", SglangRuleCache, SglangRuleSpec)):
+        rule_sets = (("spec", RadixCache, RULE_PRESETS["strict"]), ("sglang", sglang_rule_cache, RULE_PRESETS["sglang"]))
+        for rule, factory, rules in rule_sets:
+            reference = functools.partial(SpecCache, rules=rules)
             if rule == "sglang" and sg is None:
                 continue
             start = time.perf_counter()
@@ -202,12 +206,12 @@ def run(plan: Plan, *, use_sglang: bool = True) -> dict[str, Any]:
             summary = recording.summary()
             summary["seconds"] = round(time.perf_counter() - start, 2)
             entry["recordings"][rule] = summary
-            entry["crosscheck"][rule] = crosscheck(recording, reference, plan.crosscheck_requests)
+            entry["crosscheck"][rule] = crosscheck(recording, reference, plan.crosscheck_requests, f"SpecCache rules={rules.name}")
             recordings[shape.name][rule] = recording
             check = entry["crosscheck"][rule]
             say(
                 f"recorded {shape.name} ({rule} rule): {summary['calls']:,} calls, hit rate {summary['hit_rate']:.1%}; "
-                f"{reference.__name__} on the first {check['requests']} requests: {'agrees' if check['agrees'] else 'DISAGREES'}"
+                f"SpecCache (rules {rules.name}) on the first {check['requests']} requests: {'agrees' if check['agrees'] else 'DISAGREES'}"
             )
         results["workloads"][shape.name] = entry
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
+from hypothesis.errors import StopTest
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
@@ -84,6 +85,8 @@ class RunTally:
     """Engine examples Hypothesis abandoned midway (a draw past its buffer, or a failure): not test cases."""
     started: float = field(default_factory=time.perf_counter)
     first_failure_seconds: float | None = None
+    first_failure_example: int | None = None
+    """The example that failed first: Hypothesis runs it once more to report it, a replay, not a test case."""
     """Seconds from the start of the run to the first failing example, before any shrinking."""
 
     @property
@@ -97,6 +100,7 @@ def attach_trace(error: BaseException, pair: Lockstep, tally: RunTally) -> BaseE
     setattr(error, "prefixspec_trace", pair.trace())
     if tally.first_failure_seconds is None:
         tally.first_failure_seconds = time.perf_counter() - tally.started
+        tally.first_failure_example = tally.examples
     return error
 
 
@@ -306,7 +310,9 @@ def engine_machine(
             example that ends normally is counted however few steps it ran:
             that is the shortfall the runners must see.
             """
-            abandoned = sys.exc_info()[1] is not None  # teardown runs in Hypothesis's finally
+            # teardown runs in Hypothesis's finally: a draw past the buffer is
+            # StopTest; a failure of the cache is a test case that failed.
+            abandoned = isinstance(sys.exc_info()[1], StopTest)
             calls_before = len(self.pair.steps)
             try:
                 self.engine.drain()

@@ -23,6 +23,8 @@ class StageResult:
     calls: int = 0
     steps_per_example: list[int] = field(default_factory=list)
     abandoned_examples: int = 0
+    replayed_examples: int = 0
+    """Runs of an example that had failed already (Hypothesis reproducing it): not test cases."""
     failure: str = ""
     counterexample: str = ""
     counterexample_calls: int = 0
@@ -68,6 +70,8 @@ class CheckReport:
                     f", {stage.engine_steps:,} engine steps (per example min {min(per):,}, median {statistics.median(per):,.0f}),"
                     f" {stage.engine_steps / max(stage.seconds, 1e-9):,.0f} steps/s"
                 )
+            if stage.replayed_examples:
+                detail += f", {stage.replayed_examples} replay{'s' if stage.replayed_examples > 1 else ''} of the failing example (not counted)"
             if stage.abandoned_examples:
                 detail += f", {stage.abandoned_examples} examples abandoned by Hypothesis midway (not counted)"
             verdict = "ok" if stage.passed else "FAILED"
@@ -100,6 +104,7 @@ class CheckReport:
                     "engine_steps": stage.engine_steps,
                     "engine_steps_per_example": stage.steps_per_example,
                     "abandoned_examples": stage.abandoned_examples,
+                    "replayed_examples": stage.replayed_examples,
                     "invariants_checked": stage.invariants_checked,
                     "failure": stage.failure,
                     "counterexample": stage.counterexample or None,

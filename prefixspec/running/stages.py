@@ -193,12 +193,14 @@ def aborted_stage(stage: StageResult, started: float, failure: TargetFailure) ->
 
 
 def tally_stage(name: str, tally: RunTally, passed: bool = False) -> StageResult:
-    """A stage with what ``tally`` counted so far (failed unless ``passed``)."""
+    """A stage with what ``tally`` counted so far (failed unless ``passed``); the replays of a failure apart."""
+    examples = tally.examples if tally.first_failure_example is None else tally.first_failure_example
     return StageResult(
         name,
         passed,
         0.0,
-        examples=tally.examples,
+        examples=examples,
+        replayed_examples=tally.examples - examples,
         engine_steps=tally.engine_steps,
         calls=tally.calls,
         steps_per_example=list(tally.engine_steps_per_example),
