@@ -3,25 +3,33 @@
 The state is flat, so that each rule reads as a plain statement about it:
 
 - ``_block_at``: a dict from every cached prefix (a tuple of tokens, a whole
-  number of blocks long) to the id of its last block (R2);
+  number of blocks long) to the id of its last block (R2), and its two
+  indexes: ``_extensions``, the cached prefixes one block longer than each
+  cached prefix (the empty one included), and ``_cached_at``, where each id is
+  cached (R2, R5);
 - ``_node_at`` / ``_prefix_of``: where the nodes end, and their NodeIds (R4);
-- ``_own_locks``, ``_last_use``, ``_hits`` and ``_created``: per node, keyed by
+- ``_own_locks`` (the nodes that hold locks of their own), ``_last_use``,
+  ``_hits`` and ``_created``: per node, keyed by
   the node's prefix (R6, R7, R8);
 - the clock and the five counters (R7, R9);
 - ``_rules``: the variant of each rule in force (``spec.api.Rules``; R7, R8).
 
-There is no tree: a node's blocks, its parent, whether it is a leaf and whether
-it is pinned are all computed from these dicts when asked.  That is slow, on
-purpose; ``impl.RadixCache`` is the fast radix tree, and the two are compared
-call by call.  The code is written for the reader: no recursion, no cached or
-incremental values, no ``map``/``filter``, every length computed by the
-functions of ``spec/arith.py``.
+There is no tree of nodes: a node's blocks, its parent, whether it is a leaf
+and whether it is pinned are all computed from these dicts when asked, by
+looking up the prefixes the question is about (a parent is the longest
+shorter prefix that is a node; a leaf is a node no cached prefix extends), so
+a call costs what it touches, not a scan of the cache.  ``impl.RadixCache`` is
+the fast radix tree, and the two are compared call by call.  The code is
+written for the reader: no recursion, no counters kept in step with the
+contents, no ``map``/``filter``, every length computed by the functions of
+``spec/arith.py``.
 """
 
 from __future__ import annotations
 
+import heapq
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import SupportsIndex, cast
 
@@ -114,6 +122,8 @@ class SpecCache:
         self._issuer = object()
         self.root: NodeId = SpecNode(self._issuer, 0)
         self._block_at: dict[Prefix, BlockId] = {}
+        self._extensions: dict[Prefix, set[Prefix]] = {(): set()}
+        self._cached_at: dict[BlockId, Prefix] = {}
         self._node_at: dict[Prefix, SpecNode] = {}
         self._prefix_of: dict[SpecNode, Prefix] = {}
         self._own_locks: dict[Prefix, int] = {}
@@ -148,13 +158,11 @@ class SpecCache:
 
     # R2: block-granular contents ------------------------------------------------
 
-    def whole_block_prefixes(self, tokens: Prefix) -> list[Prefix]:
-        """R2: the prefixes of ``tokens`` that end at a block boundary, shortest first."""
-        prefixes: list[Prefix] = []
+    def whole_block_prefixes(self, tokens: Prefix) -> Iterator[Prefix]:
+        """R2: the prefixes of ``tokens`` that end at a block boundary, shortest first (made as they are asked for)."""
         for index in range(arith.full_blocks(len(tokens), self._block_size)):
             start, end = arith.block_span(index, self._block_size)
-            prefixes.append(tokens[:end])
-        return prefixes
+            yield tokens[:end]
 
     def blocks_of(self, prefix: Prefix) -> list[BlockId]:
         """R2: the ids of a cached prefix's blocks, in token order."""
@@ -170,6 +178,20 @@ class SpecCache:
     def cached_block_ids(self) -> list[BlockId]:
         """R2, R5: every id the cache holds, in no particular order."""
         return list(self._block_at.values())
+
+    def cache_block(self, prefix: Prefix, block: BlockId) -> None:
+        """R2: cache ``block`` as the last block of ``prefix``, whose shorter whole-block prefixes are cached."""
+        self._block_at[prefix] = block
+        self._cached_at[block] = prefix
+        self._extensions[prefix] = set()
+        self._extensions[prefix[: len(prefix) - self._block_size]].add(prefix)
+
+    def drop_block(self, prefix: Prefix) -> None:
+        """R2: forget the block of ``prefix``, which no cached prefix extends."""
+        block = self._block_at.pop(prefix)
+        del self._cached_at[block]
+        del self._extensions[prefix]
+        self._extensions[prefix[: len(prefix) - self._block_size]].discard(prefix)
 
     def longest_cached_prefix(self, tokens: Prefix) -> Prefix:
         """R2: the longest whole-block prefix of ``tokens`` that is cached.
@@ -222,13 +244,11 @@ class SpecCache:
         existing = self._node_at.get(prefix)
         if existing is not None:
             return existing
-        below = self.nodes_below(prefix)
-        lower = min(below, key=len) if below else None
+        lower = self.node_below(prefix)
         node = SpecNode(self._issuer, self._next_serial)
         self._next_serial += 1
         self._node_at[prefix] = node
         self._prefix_of[node] = prefix
-        self._own_locks[prefix] = 0
         self._created_by_this_call += 1
         self._created[prefix] = (self._clock, self._created_by_this_call)
         self._last_use[prefix] = (self._clock, 0)
@@ -238,11 +258,11 @@ class SpecCache:
         return node
 
     def parent_end(self, prefix: Prefix) -> int:
-        """R4: where the parent of the node at ``prefix`` ends: the longest shorter node, or 0 (the root)."""
+        """R4: where the parent of the node at ``prefix`` ends: the longest shorter prefix that is a node, or 0 (the root)."""
         end = 0
-        for other in self._node_at:
-            if len(other) < len(prefix) and prefix[: len(other)] == other and len(other) > end:
-                end = len(other)
+        for shorter in self.whole_block_prefixes(prefix[: len(prefix) - 1]):
+            if shorter in self._node_at:
+                end = len(shorter)
         return end
 
     def node_blocks(self, prefix: Prefix) -> list[BlockId]:
@@ -250,17 +270,25 @@ class SpecCache:
         start = arith.full_blocks(self.parent_end(prefix), self._block_size)
         return self.blocks_of(prefix)[start:]
 
-    def nodes_below(self, prefix: Prefix) -> list[Prefix]:
-        """R4: the nodes whose prefix strictly extends ``prefix``."""
-        below: list[Prefix] = []
-        for other in self._node_at:
-            if len(other) > len(prefix) and other[: len(prefix)] == prefix:
-                below.append(other)
-        return below
+    def node_below(self, prefix: Prefix) -> Prefix | None:
+        """R4: the node a cached ``prefix`` lies inside, or None when no node extends it.
+
+        Between a node's parent and the node no cached prefix branches, so
+        the cached prefixes that extend ``prefix`` lead, one block at a time,
+        to the first node below it.
+        """
+        at = prefix
+        while True:
+            longer = self._extensions[at]
+            if not longer:
+                return None
+            (at,) = longer  # exactly one: no cached prefix branches inside a node
+            if at in self._node_at:
+                return at
 
     def is_leaf(self, prefix: Prefix) -> bool:
-        """R4, R8: a node with no node below it."""
-        return not self.nodes_below(prefix)
+        """R4, R8: a node no cached prefix extends (so no node lies below it)."""
+        return not self._extensions[prefix]
 
     # R5: insert ---------------------------------------------------------------------
 
@@ -279,7 +307,7 @@ class SpecCache:
         """
         prompt = as_ids(tokens, "tokens")
         given = as_ids(blocks, "blocks")
-        positions = self.whole_block_prefixes(prompt)
+        positions = list(self.whole_block_prefixes(prompt))
         if len(given) != len(positions):
             raise InvalidArgument(
                 f"insert of {len(prompt)} tokens takes {len(positions)} blocks "
@@ -287,9 +315,8 @@ class SpecCache:
             )
         if len(set(given)) != len(given):
             raise InvalidArgument("a block id is repeated within the call")
-        held = set(self._block_at.values())
         for prefix, block in zip(positions, given):
-            if self._block_at.get(prefix) != block and block in held:
+            if block in self._cached_at and self._cached_at[block] != prefix:
                 raise InvalidArgument(f"block {block} is cached at another position")
 
         self.next_call()
@@ -297,16 +324,16 @@ class SpecCache:
             return Inserted(node=self.root, duplicates=[])
         inserted = positions[-1]
         branch_point = self.longest_cached_prefix(inserted)
+        if branch_point and branch_point != inserted:
+            self.split_at(branch_point)
         duplicates: list[BlockId] = []
         for prefix, block in zip(positions, given):
             cached = self._block_at.get(prefix)
             if cached is None:
-                self._block_at[prefix] = block
+                self.cache_block(prefix, block)
                 self._inserted_blocks += 1
             elif cached != block:
                 duplicates.append(block)
-        if branch_point and branch_point != inserted:
-            self.split_at(branch_point)
         node = self.split_at(inserted)
         self.use_path(inserted, hit=True)
         return Inserted(node=node, duplicates=duplicates)
@@ -324,25 +351,26 @@ class SpecCache:
         if node == self.root:
             return
         prefix = self.prefix_of_node(node)
-        self._own_locks[prefix] += 1
+        self._own_locks[prefix] = self._own_locks.get(prefix, 0) + 1
 
     def unlock(self, node: NodeId) -> None:
         """R6: one lock fewer on ``node``; NotLocked when it holds none of its own."""
         if node == self.root:
             return
         prefix = self.prefix_of_node(node)
-        if self._own_locks[prefix] == 0:
+        if prefix not in self._own_locks:
             raise NotLocked(f"node {node!r} holds no lock")
         self._own_locks[prefix] -= 1
+        if self._own_locks[prefix] == 0:
+            del self._own_locks[prefix]
 
-    def is_pinned(self, prefix: Prefix) -> bool:
-        """R6: a node is pinned while it or any node below it holds a lock."""
-        if self._own_locks[prefix] > 0:
-            return True
-        for below in self.nodes_below(prefix):
-            if self._own_locks[below] > 0:
-                return True
-        return False
+    def pinned_prefixes(self) -> set[Prefix]:
+        """R6: the cached prefixes a lock pins: a node is pinned while it or any node below it holds a lock,
+        so a block is pinned when it lies on the path to a locked node."""
+        pinned: set[Prefix] = set()
+        for locked in self._own_locks:
+            pinned.update(self.whole_block_prefixes(locked))
+        return pinned
 
     # R7: use ------------------------------------------------------------------------
 
@@ -357,8 +385,8 @@ class SpecCache:
         new leaf).
         """
         split_tail = self._rules.use == "path+split-tail"
-        for node_prefix in self._node_at:
-            if prefix[: len(node_prefix)] == node_prefix:
+        for node_prefix in self.whole_block_prefixes(prefix):
+            if node_prefix in self._node_at:
                 created = self._created[node_prefix]
                 self._last_use[node_prefix] = created if split_tail and created[0] == self._clock else (self._clock, 0)
                 if hit:
@@ -390,29 +418,15 @@ class SpecCache:
             return (-created[0], -created[1], *last_use)
         return last_use
 
-    def first_leaf_to_evict(self) -> Prefix | None:
-        """R8: the unpinned leaf with the smallest eviction key, or None.
-
-        Nodes sharing a key were used (and created) by one call and lie on one
-        path, so at most one of them is a leaf: there are no ties.
-        """
-        first: Prefix | None = None
-        for prefix in self._node_at:
-            if self.is_leaf(prefix) and not self.is_pinned(prefix):
-                if first is None or self.eviction_key(prefix) < self.eviction_key(first):
-                    first = prefix
-        return first
-
     def remove_leaf(self, prefix: Prefix) -> list[BlockId]:
         """R8: remove a leaf node whole, returning its blocks in token order."""
         freed = self.node_blocks(prefix)
         parent_end = self.parent_end(prefix)
-        for shorter in self.whole_block_prefixes(prefix):
+        for shorter in reversed(list(self.whole_block_prefixes(prefix))):
             if len(shorter) > parent_end:
-                del self._block_at[shorter]
+                self.drop_block(shorter)
         node = self._node_at.pop(prefix)
         del self._prefix_of[node]
-        del self._own_locks[prefix]
         del self._last_use[prefix]
         del self._hits[prefix]
         del self._created[prefix]
@@ -421,15 +435,25 @@ class SpecCache:
     def evict(self, n_blocks: int) -> list[BlockId]:
         """R8: free whole unpinned leaves, first to go first, until ``n_blocks`` are freed or none is left.
 
-        A parent that becomes a leaf competes at its own key.  Counted (R9).
+        The unpinned leaves wait in eviction order (a heap by ``eviction_key``);
+        a parent that becomes a leaf joins them at its own key.  Nodes sharing
+        a key were used (and created) by one call and lie on one path, so at
+        most one of them is a leaf: there are no ties.  Counted (R9).
         """
         wanted = as_count(n_blocks, "n_blocks")
+        pinned = self.pinned_prefixes()
+        waiting: list[tuple[tuple[int, ...], Prefix]] = []
+        for prefix in self._node_at:
+            if self.is_leaf(prefix) and prefix not in pinned:
+                waiting.append((self.eviction_key(prefix), prefix))
+        heapq.heapify(waiting)
         freed: list[BlockId] = []
-        while len(freed) < wanted:
-            leaf = self.first_leaf_to_evict()
-            if leaf is None:
-                break
+        while len(freed) < wanted and waiting:
+            _key, leaf = heapq.heappop(waiting)
+            parent = leaf[: self.parent_end(leaf)]
             freed.extend(self.remove_leaf(leaf))
+            if parent and self.is_leaf(parent) and parent not in pinned:
+                heapq.heappush(waiting, (self.eviction_key(parent), parent))
         self._evicted_blocks += len(freed)
         return freed
 
@@ -444,12 +468,8 @@ class SpecCache:
         return arith.cached_tokens(self.cached_blocks(), self._block_size)
 
     def evictable_blocks(self) -> int:
-        """R9: the blocks of unpinned nodes, exactly what ``evict(10**9)`` would free."""
-        count = 0
-        for prefix in self._node_at:
-            if not self.is_pinned(prefix):
-                count += len(self.node_blocks(prefix))
-        return count
+        """R9: the cached blocks no lock pins, exactly what ``evict(10**9)`` would free."""
+        return self.cached_blocks() - len(self.pinned_prefixes())
 
     def stats(self) -> PrefixStats:
         """R9: the counters."""
@@ -470,13 +490,28 @@ class SpecCache:
 
     # R11: snapshot ---------------------------------------------------------------------
 
+    def node_views(self) -> Iterator[NodeView]:
+        """R4, R11: every node as (prefix, own blocks, own locks), walking the cached prefixes down from the root.
+
+        A node's own blocks are those of the prefixes since the node above it.
+        """
+        walk: list[tuple[Prefix, tuple[BlockId, ...]]] = [(prefix, ()) for prefix in self._extensions[()]]
+        while walk:
+            prefix, since_node = walk.pop()
+            blocks = since_node + (self._block_at[prefix],)
+            if prefix in self._node_at:
+                yield NodeView(prefix, blocks, self._own_locks.get(prefix, 0))
+                blocks = ()
+            for longer in self._extensions[prefix]:
+                walk.append((longer, blocks))
+
     def snapshot(self) -> Snapshot:
-        """R11: every node as (prefix, own blocks, own locks), in eviction order (R8's key), then prefix length."""
-        order: list[tuple[tuple[int, ...], int, Prefix]] = []
-        for prefix in self._node_at:
-            order.append((self.eviction_key(prefix), len(prefix), prefix))
-        order.sort()
+        """R11: every node, in eviction order (R8's key), then prefix length."""
+        order: list[tuple[tuple[int, ...], int, NodeView]] = []
+        for view in self.node_views():
+            order.append((self.eviction_key(view.prefix), len(view.prefix), view))
+        order.sort(key=lambda entry: (entry[0], entry[1]))
         nodes: list[NodeView] = []
-        for _key, _length, prefix in order:
-            nodes.append(NodeView(prefix, tuple(self.node_blocks(prefix)), self._own_locks[prefix]))
+        for _key, _length, view in order:
+            nodes.append(view)
         return Snapshot(self._block_size, tuple(nodes), self.stats())
