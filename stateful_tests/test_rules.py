@@ -94,7 +94,7 @@ def test_a_split_tail_cache_under_strict_is_reported_with_r7_and_the_moved_node(
     report = run_check(variants.sglang, target_name="impl.variants:sglang", plan=replace(RunPlan.of_profile("ci"), out_dir=tmp_path))
     golden = report.stages[0]
     assert not golden.passed
-    assert golden.rule == "R7, what a call uses"
+    assert golden.rule == "R7/R8, the order of last use and eviction"
     trace = read_trace(golden.counterexample)
     assert len(trace.steps) <= 3
     split = trace.steps[-1].call  # the match or insert that split a node

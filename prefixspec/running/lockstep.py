@@ -121,7 +121,9 @@ def describe_snapshot_difference(expected: Snapshot, got: Snapshot, rules: Rules
         else:
             rule = "R6, the locks"
         return (rule, f"nodes also {missing}", f"nodes also {extra}")
-    rule = "R7, what a call uses" if rules.evict == "lru" else f"R7 or R8 (evict={rules.evict}), the eviction order"
+    # The order is R7's under lru (last use) and R8's key otherwise; a cache that
+    # orders by another key than the rule set's differs here too.
+    rule = "R7/R8, the order of last use and eviction" + ("" if rules.evict == "lru" else f" (evict={rules.evict})")
     moved = moved_node(expected.nodes, got.nodes, tokens)
     return (
         rule,
