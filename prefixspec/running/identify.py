@@ -76,7 +76,14 @@ def identify(
             progress.flush()
         replay_target = base.replay_target + ("" if name == "strict" else f" --rules {name}")
         plan = replace(
-            base, base=short, min_engine_steps=IDENTIFY_STEPS, rules=rules, out_dir=Path(base.out_dir) / name, replay_target=replay_target
+            base,
+            base=short,
+            min_engine_steps=IDENTIFY_STEPS,
+            rules=rules,
+            out_dir=Path(base.out_dir) / name,
+            replay_target=replay_target,
+            require_coverage=False,  # a short run reaches few extremes, and says nothing about the rule set
+            reach=False,
         )
         report = run_check(target, target_name=target_name, plan=plan)
         verdicts.append(Verdict(rules, report))

@@ -10,7 +10,8 @@ result, so the calls up to a disagreement are a ready counterexample trace.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import cast
 
 from spec.api import ERROR_TYPES, NodeId, NodeView, PrefixCache, Rules, Snapshot
@@ -132,6 +133,9 @@ def describe_snapshot_difference(expected: Snapshot, got: Snapshot, rules: Rules
     )
 
 
+Observer = Callable[[Call, str, object, Snapshot, Snapshot], None]
+
+
 class Lockstep(CallThrough):
     """A ``PrefixCache`` that makes every call on ``reference`` and, when given, ``target``.
 
@@ -140,13 +144,25 @@ class Lockstep(CallThrough):
     error the reference raises is raised again after both caches agreed on it.
     """
 
-    def __init__(self, reference: SpecCache, target: PrefixCache | None = None, *, compare_snapshots: bool = True) -> None:
+    def __init__(
+        self,
+        reference: SpecCache,
+        target: PrefixCache | None = None,
+        *,
+        compare_snapshots: bool = True,
+        snapshot_every: int = 1,
+        observer: Observer | None = None,
+    ) -> None:
         self.reference = reference
         self.target = target
         self.compare_snapshots = compare_snapshots
+        self.snapshot_every = snapshot_every
+        """Compare the snapshots after every call (1), or after every k-th (a cache of thousands of blocks)."""
         self.steps: list[Step] = []
         self._reference_runner = CallRunner(reference)
         self._reference_snapshot: Snapshot | None = None
+        self.observer = observer
+        """Told of every call, its result and the spec's snapshots around it (``coverage.Coverage.observe``)."""
         self._target_runner = CallRunner(target) if target is not None else None
 
     @property
@@ -175,6 +191,7 @@ class Lockstep(CallThrough):
 
     def perform(self, call: Call) -> object:
         """Make ``call`` on both caches, compare, and return the reference's result."""
+        before = self.snapshot() if self.observer is not None else None
         expected = self._reference_runner.run(call)
         if call.kind.params and expected.error is None:
             self._reference_snapshot = None  # a call that takes arguments and was not refused may change the state
@@ -183,11 +200,30 @@ class Lockstep(CallThrough):
             got = self._target_runner.run(call)
             if not same_outcome(expected.text, got.text):
                 raise Disagreement(self.trace(), "result", expected.text, got.text, result_rule(call.op, expected.text, got.text))
-            if self.compare_snapshots:
+            if self.compare_snapshots and len(self.steps) % self.snapshot_every == 0:
                 self.check_snapshots(self.reference, self.target, refused=expected.error is not None)
+        if self.observer is not None and before is not None:
+            self.observer(call, expected.text, expected.value, before, self.snapshot())
         if expected.error is not None:
             raise expected.error
         return expected.value
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Compare results after every call but snapshots only once, after the block (and observe no call).
+
+        For the rules that build a tree hundreds of nodes deep or wide: a
+        snapshot after each of their hundreds of calls would cost the square
+        of the tree's size.
+        """
+        compare, observer = self.compare_snapshots, self.observer
+        self.compare_snapshots, self.observer = False, None
+        try:
+            yield
+        finally:
+            self.compare_snapshots, self.observer = compare, observer
+        if compare and self.target is not None:
+            self.check_snapshots(self.reference, self.target)
 
     def check_snapshots(self, reference: SpecCache, target: PrefixCache, *, refused: bool = False) -> None:
         """The two snapshots after a call; a difference after a call the spec refused breaks R10."""

@@ -22,7 +22,8 @@ from __future__ import annotations
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
@@ -38,8 +39,9 @@ from hypothesis.stateful import (
     rule,
 )
 
-from spec.api import ID_LIMIT, BlockId, CacheFactory, Inserted, NodeId, PrefixCacheError, PrefixMatch, Rules
+from spec.api import ID_LIMIT, BlockId, CacheFactory, Inserted, NodeId, PrefixCacheError, PrefixMatch, Rules, UnknownNode
 from spec.model import SpecCache
+from prefixspec.running.coverage import BOUNDARY_VALUES, DEEP, MANY_LOCKS, WIDE, Coverage
 from prefixspec.running.engine import Engine, Workload
 from prefixspec.running.lockstep import Lockstep
 from prefixspec.vocabulary import BY_OP, QUERIES
@@ -85,9 +87,11 @@ class RunTally:
     """Engine examples Hypothesis abandoned midway (a draw past its buffer, or a failure): not test cases."""
     started: float = field(default_factory=time.perf_counter)
     first_failure_seconds: float | None = None
+    """Seconds from the start of the run to the first failing example."""
     first_failure_example: int | None = None
     """The example that failed first: Hypothesis runs it once more to report it, a replay, not a test case."""
-    """Seconds from the start of the run to the first failing example, before any shrinking."""
+    coverage: Coverage = field(default_factory=Coverage)
+    """The rule events and extremes the run reached."""
 
     @property
     def invariants_checked(self) -> int:
@@ -116,29 +120,55 @@ class NodePair:
         return f"NodePair({self.handle!r})"
 
 
-def call_machine(factory: CacheFactory, tally: RunTally | None = None, rules: Rules = Rules()) -> type[RuleBasedStateMachine]:
-    """The call machine for caches made by ``factory``, against the spec under ``rules``."""
+BLOCK_SIZES = st.one_of(st.integers(1, 4), st.sampled_from([5, 7, 16, 17, 32]))
+"""Half the examples at 1-4 tokens a block (dense traffic finds the logic bugs), half at odd and engine sizes."""
+
+ID_BASES = st.one_of(st.just(0), st.sampled_from([ID_LIMIT - 2, 2**31 - 2, 2**16 - 2, 2**15 - 2, 2**8 - 2, 2**7 - 2]))
+"""Where an example's block ids start counting: 0, or just below a boundary, so that its ids cross it."""
+
+TOKEN_ALPHABETS = (
+    st.integers(0, 3),
+    st.sampled_from(BOUNDARY_VALUES),
+    st.integers(0, ID_LIMIT - 1),
+)
+"""A prompt's tokens come from one of these: four dense values (sharing, splits), the boundary values, anything."""
+
+
+def call_machine(
+    factory: CacheFactory, tally: RunTally | None = None, rules: Rules = Rules(), *, extremes: bool = False
+) -> type[RuleBasedStateMachine]:
+    """The call machine for caches made by ``factory``, against the spec under ``rules``.
+
+    With ``extremes`` it also builds paths hundreds of nodes deep, nodes with
+    hundreds of children and nodes under hundreds of locks (the extremes
+    stage): those rules cost hundreds of calls each, so the plain call
+    machine, run twenty times as often, leaves them out.
+    """
     counts = tally if tally is not None else RunTally()
+    coverage = counts.coverage
 
     class CallMachine(RuleBasedStateMachine):
-        """Every call of the interface, on the spec and the cache in lockstep."""
+        """Every call of the interface, on the spec and the cache in lockstep, small and dense or at the extremes."""
 
         prompts = Bundle("prompts")
         nodes = Bundle("nodes")
 
         def __init__(self) -> None:
             super().__init__()
-            self.spec = SpecCache(1, rules)
-            self.pair = Lockstep(self.spec, factory(1))
-            self.next_block: BlockId = 0
+            self.start(1, 0)
             counts.examples += 1
             if counts.progress is not None:
                 counts.progress(counts)
 
-        @initialize(block_size=st.integers(1, 4), target=prompts)
-        def choose_block_size(self, block_size: int) -> object:
+        def start(self, block_size: int, id_base: int) -> None:
             self.spec = SpecCache(block_size, rules)
-            self.pair = Lockstep(self.spec, factory(block_size))
+            self.pair = Lockstep(self.spec, factory(block_size), observer=coverage.observe)
+            self.next_block: BlockId = id_base
+
+        @initialize(block_size=BLOCK_SIZES, id_base=ID_BASES, target=prompts)
+        def choose_block_size(self, block_size: int, id_base: int) -> object:
+            self.start(block_size, id_base)
+            coverage.note_block_size(block_size)
             return multiple((0,) * block_size, (1,) * (2 * block_size))
 
         def call(self, action: Callable[[], object]) -> object:
@@ -156,7 +186,8 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None, rules: Ru
             return NodePair(handle, node, self.pair.target_node(handle))
 
         def fresh_blocks(self, count: int) -> list[BlockId]:
-            blocks = list(range(self.next_block, self.next_block + count))
+            """Ids never used in this example, counting up from its base and wrapping at 2**32 (R1)."""
+            blocks = [(self.next_block + offset) % ID_LIMIT for offset in range(count)]
             self.next_block += count
             return blocks
 
@@ -165,16 +196,33 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None, rules: Ru
             size = self.spec.block_size()
             return [self.spec.block_cached_at(prompt[: (index + 1) * size]) for index in range(len(prompt) // size)]
 
+        @contextmanager
+        def batched(self) -> Iterator[None]:
+            """``Lockstep.batch``, its final snapshot comparison's failure carrying the trace."""
+            try:
+                with self.pair.batch():
+                    yield
+            except AssertionError as failure:
+                raise attach_trace(failure, self.pair, counts)
+
+        def fail_with_trace(self, message: str) -> None:
+            raise attach_trace(AssertionError(message), self.pair, counts)
+
         # Prompts that share, extend and diverge ------------------------------------
 
-        @rule(target=prompts, tokens=st.lists(st.integers(0, 3), max_size=10))
-        def new_prompt(self, tokens: list[int]) -> tuple[int, ...]:
-            return tuple(tokens)
+        @rule(target=prompts, alphabet=st.sampled_from(TOKEN_ALPHABETS), data=st.data())
+        def new_prompt(self, alphabet: st.SearchStrategy[int], data: st.DataObject) -> tuple[int, ...]:
+            """A prompt of up to four blocks and a bit, its tokens from one alphabet."""
+            size = self.spec.block_size()
+            return tuple(data.draw(st.lists(alphabet, max_size=4 * size + 2), label="tokens"))
 
-        @rule(target=prompts, base=prompts, tail=st.lists(st.integers(0, 3), min_size=1, max_size=8), cut=st.integers(0, 8))
-        def extend_prompt(self, base: tuple[int, ...], tail: list[int], cut: int) -> tuple[int, ...]:
-            """A prompt sharing ``base`` up to ``len(base) - cut`` tokens, then going its own way."""
-            return base[: max(0, len(base) - cut)] + tuple(tail)
+        @rule(target=prompts, base=prompts, alphabet=st.sampled_from(TOKEN_ALPHABETS), data=st.data())
+        def extend_prompt(self, base: tuple[int, ...], alphabet: st.SearchStrategy[int], data: st.DataObject) -> tuple[int, ...]:
+            """A prompt sharing ``base`` up to some point, then going its own way."""
+            size = self.spec.block_size()
+            cut = data.draw(st.integers(0, min(len(base), 2 * size)), label="cut")
+            tail = data.draw(st.lists(alphabet, min_size=1, max_size=3 * size), label="tail")
+            return base[: len(base) - cut] + tuple(tail)
 
         # The calls --------------------------------------------------------------------
 
@@ -192,9 +240,9 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None, rules: Ru
             done = self.call(lambda: self.pair.insert(prompt, blocks))
             return self.node_pair(done.node) if isinstance(done, Inserted) else multiple()
 
-        @rule(prompt=prompts, mistake=st.sampled_from(["tail", "short", "repeat", "cached_elsewhere", "bad_id", "bad_token"]))
+        @rule(prompt=prompts, mistake=st.sampled_from(["tail", "short", "repeat", "cached_elsewhere", "bad_id", "bad_token", "bad_match"]))
         def insert_wrong(self, prompt: tuple[int, ...], mistake: str) -> None:
-            """An insert that R1 or R5 refuses (both caches must refuse it and change nothing)."""
+            """A call that R1 or R5 refuses (both caches must refuse it and change nothing)."""
             along = self.cached_blocks_along(prompt)
             blocks = self.fresh_blocks(len(along))
             tokens = prompt
@@ -210,7 +258,10 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None, rules: Ru
                 blocks[0] = ID_LIMIT
             elif mistake == "bad_token":
                 tokens = prompt + (-1,)
-                blocks = self.fresh_blocks(len(tokens) // self.pair.block_size())
+                blocks = self.fresh_blocks(len(tokens) // self.spec.block_size())
+            elif mistake == "bad_match":
+                self.call(lambda: self.pair.match_prefix(prompt + (ID_LIMIT,)))
+                return
             self.call(lambda: self.pair.insert(tokens, blocks))
 
         @rule(node=nodes)
@@ -243,14 +294,98 @@ def call_machine(factory: CacheFactory, tally: RunTally | None = None, rules: Ru
         def read_counters(self, query: str) -> None:
             self.call(getattr(self.pair, BY_OP[query].method))
 
-        @precondition(lambda self: self.pair.reference.cached_blocks() > 0)
+        @precondition(lambda self: self.spec.cached_blocks() > 0)
         @rule()
         def evictable_is_what_evict_frees(self) -> None:
             """R9: evict(10**9) frees exactly evictable_blocks() blocks."""
             promised = self.call(self.pair.evictable_blocks)
             freed = self.call(lambda: self.pair.evict(10**9))
             if not isinstance(freed, list) or len(freed) != promised:
-                raise attach_trace(AssertionError(f"evictable_blocks() was {promised} but evict freed {freed}"), self.pair, counts)
+                self.fail_with_trace(f"evictable_blocks() was {promised} but evict freed {freed}")
+
+        # The extremes ---------------------------------------------------------------------
+
+        @precondition(lambda self: extremes and self.spec.block_size() <= 2)
+        @rule(depth=st.integers(DEEP, DEEP + 8), alphabet=st.sampled_from(TOKEN_ALPHABETS[:2]), data=st.data())
+        def deep_path(self, depth: int, alphabet: st.SearchStrategy[int], data: st.DataObject) -> None:
+            """A path ``depth`` nodes deep (one block each), its deepest node locked, then evictions around it."""
+            size = self.spec.block_size()
+            prompt = tuple(data.draw(st.lists(alphabet, min_size=depth * size, max_size=depth * size), label="deep prompt"))
+            deepest: NodeId | None = None
+            with self.batched():
+                if self.call(lambda: self.pair.insert(prompt, self.fresh_blocks(depth))) is None:
+                    return
+                for blocks in range(1, depth + 1):
+                    found = self.call(lambda: self.pair.match_prefix(prompt[: blocks * size] + (0,)))
+                    if isinstance(found, PrefixMatch):
+                        deepest = found.node
+            coverage.note_shape(self.pair.snapshot())
+            if deepest is None:
+                return
+            self.call(lambda: self.pair.lock(deepest))
+            self.call(self.pair.evictable_blocks)
+            self.call(lambda: self.pair.evict(10**9))
+            self.call(lambda: self.pair.unlock(deepest))
+            self.call(lambda: self.pair.evict(depth // 2))
+
+        @precondition(lambda self: extremes and self.spec.block_size() <= 4)
+        @rule(width=st.integers(WIDE, WIDE + 8), base=st.sampled_from(BOUNDARY_VALUES))
+        def wide_node(self, width: int, base: int) -> None:
+            """One block shared by ``width`` prompts that each go their own way after it: a node with that many children."""
+            size = self.spec.block_size()
+            shared = (base,) * size
+            with self.batched():
+                for child in range(width):
+                    tail = tuple((base + child + 1 + offset) % ID_LIMIT for offset in range(size))
+                    self.call(lambda: self.pair.insert(shared + tail, self.fresh_blocks(2)))
+            coverage.note_shape(self.pair.snapshot())
+            self.call(lambda: self.pair.match_prefix(shared + shared + (0,)))
+            self.call(lambda: self.pair.evict(width // 3))
+
+        @precondition(lambda self: extremes)
+        @rule(node=nodes, times=st.integers(MANY_LOCKS, MANY_LOCKS + 60))
+        def many_locks(self, node: NodePair, times: int) -> None:
+            """Hundreds of requests on one prefix: as many locks on one node, evictions under them, then the unlocks."""
+            try:
+                self.spec.prefix_of_node(node.spec_node)
+            except UnknownNode:
+                return  # evicted, or the root: the plain lock rule covers those
+            with self.batched():
+                for _ in range(times):
+                    self.call(lambda: self.pair.lock(node.spec_node))
+            coverage.note_shape(self.pair.snapshot())
+            self.call(lambda: self.pair.evict(10**9))
+            with self.batched():
+                for _ in range(times + 1):
+                    self.call(lambda: self.pair.unlock(node.spec_node))
+
+        @rule(node=nodes)
+        def lock_foreign(self, node: NodePair) -> None:
+            """R6: a node of another cache is unknown here, to both caches alike, and changes nothing."""
+            other_spec = SpecCache(self.spec.block_size(), rules)
+            other_target = factory(self.spec.block_size())
+            prompt = (7,) * (2 * self.spec.block_size())
+            foreign_spec = other_spec.insert(prompt, [0, 1]).node
+            foreign_target = other_target.insert(prompt, [0, 1]).node
+            before = self.pair.snapshot()
+            outcomes = []
+            for cache, foreign in ((self.spec, foreign_spec), (self.pair.target, foreign_target)):
+                try:
+                    assert cache is not None
+                    cache.lock(foreign)
+                    outcomes.append("ok")
+                except Exception as error:  # the target may raise anything: it is compared, not trusted
+                    outcomes.append(type(error).__name__)
+            coverage.note("refused lock: UnknownNode (foreign)")
+            if outcomes[1] != outcomes[0]:
+                self.fail_with_trace(f"lock of another cache's node: the spec raised {outcomes[0]}, the cache {outcomes[1]} (R6)")
+            if self.pair.target is not None:
+                try:
+                    self.pair.check_snapshots(self.spec, self.pair.target, refused=True)
+                except AssertionError as failure:
+                    raise attach_trace(failure, self.pair, counts)
+            if self.spec.snapshot() != before:
+                self.fail_with_trace("lock of another cache's node changed the spec")
 
     CallMachine.__name__ = CallMachine.__qualname__ = "CallMachine"
     return CallMachine
@@ -274,8 +409,9 @@ def engine_machine(
 
         @initialize(block_size=st.integers(1, 4), prompt_seed=st.integers(0, 2**16))
         def start(self, block_size: int, prompt_seed: int) -> None:
-            self.pair = Lockstep(SpecCache(block_size, rules), factory(block_size))
+            self.pair = Lockstep(SpecCache(block_size, rules), factory(block_size), observer=counts.coverage.observe)
             self.engine = Engine(self.pair, Workload(block_size=block_size, pool_size=pool_size), prompt_seed=prompt_seed)
+            counts.coverage.note_block_size(block_size)
 
         @rule(seed=st.integers(0, 2**32 - 1), length=st.integers(*BURST_STEPS))
         def burst(self, seed: int, length: int) -> None:

@@ -32,7 +32,11 @@ class StageResult:
     seconds_to_report: float = 0.0
     """From the stage's start to its minimised counterexample written."""
     rule: str = ""
-    """The rule the counterexample's last call breaks (``R7, what a call uses``...)."""
+    """The rule the counterexample's last call breaks (``R7/R8, the order...``)."""
+    events: dict[str, int] = field(default_factory=dict)
+    """The rule events and extremes the stage reached, and how often (``coverage``)."""
+    missing_events: list[str] = field(default_factory=list)
+    """The events its profile requires that it never reached."""
     aborted: bool = False
     """The target failed as a program (``spec.api.TargetFailure``): ``failure`` is its report, the check stops."""
 
@@ -76,6 +80,8 @@ class CheckReport:
                 detail += f", {stage.abandoned_examples} examples abandoned by Hypothesis midway (not counted)"
             verdict = "ok" if stage.passed else "FAILED"
             lines.append(f"  {stage.name:<15} {verdict:<7} {stage.seconds:6.1f} s  {detail}, {stage.invariants_checked:,} checks")
+            if stage.events:
+                lines.append("    reached: " + ", ".join(f"{name} {count:,}" for name, count in stage.events.items()))
             if not stage.passed:
                 lines.append("    " + stage.failure.replace("\n", "\n    "))
                 if stage.counterexample:
@@ -112,6 +118,8 @@ class CheckReport:
                     "seconds_to_failure": round(stage.seconds_to_failure, 3),
                     "seconds_to_report": round(stage.seconds_to_report, 3),
                     "rule": stage.rule or None,
+                    "events": stage.events,
+                    "missing_events": stage.missing_events,
                     "aborted": stage.aborted,
                 }
                 for stage in self.stages

@@ -30,9 +30,17 @@ def handles_resolve(calls: Sequence[Call]) -> bool:
     return True
 
 
+LONG_TRACE = 5000
+"""A trace longer than this replays with its snapshots compared every ``SAMPLED_SNAPSHOTS`` calls and at its end,
+and is not cut by delta debugging: it comes from the scale stage, where the cache holds thousands of blocks and one
+snapshot costs milliseconds."""
+SAMPLED_SNAPSHOTS = 500
+
+
 def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules()) -> Disagreement | None:
     """Run ``calls`` on a fresh spec (under ``rules``) and a fresh target in lockstep; the first disagreement, or None."""
-    pair = Lockstep(SpecCache(block_size, rules), target(block_size))
+    every = 1 if len(calls) <= LONG_TRACE else SAMPLED_SNAPSHOTS
+    pair = Lockstep(SpecCache(block_size, rules), target(block_size), snapshot_every=every)
     for call in calls:
         try:
             pair.perform(call)
@@ -42,6 +50,11 @@ def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFact
             pass  # both refused the call alike
         except UnresolvedHandle:
             return None  # a cut that removed what named a handle is not a counterexample
+    if every > 1 and pair.target is not None:
+        try:
+            pair.check_snapshots(pair.reference, pair.target)
+        except Disagreement as disagreement:
+            return disagreement
     return None
 
 
@@ -103,6 +116,8 @@ def minimise(
     if found is None:
         raise ValueError("the calls do not make the target disagree with the spec")
     best = list(calls[: len(found.trace.steps)])
+    if len(best) > LONG_TRACE:
+        return best, found  # each replay would cost seconds: the calls up to the disagreement are the counterexample
     deadline = time.monotonic() + time_budget
 
     def still_fails(candidate: list[Call]) -> list[Call] | None:

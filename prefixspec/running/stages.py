@@ -30,6 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from spec.api import CacheFactory, Rules, TargetFailure
 from prefixspec.formats.trace import Trace
+from prefixspec.running.coverage import REQUIRED, Coverage
 from prefixspec.running.golden import golden_trace
 from prefixspec.running.machines import (
     CALLS_PER_EXAMPLE,
@@ -42,7 +43,12 @@ from prefixspec.running.machines import (
 )
 from prefixspec.running.profiles import load_profile
 from prefixspec.running.report import CheckReport, Progress, StageResult
+from prefixspec.running.scale import run_scale
 from prefixspec.running.shrink import counterexample_trace, first_disagreement, minimise
+
+
+REPORT_WITHIN = 50.0
+"""Seconds from a stage's start within which its minimised counterexample is written (a minute, with room to spare)."""
 
 
 @dataclass(frozen=True)
@@ -60,12 +66,16 @@ class RunPlan:
     """What follows ``prefixspec replay FILE`` to reproduce a counterexample on this target."""
     rules: Rules = Rules()
     """The rule set the spec follows in every stage (``spec.api.Rules``)."""
+    reach: bool = True
+    """Run the reach stages (``REACH_STAGES``) after the others passed."""
+    require_coverage: bool = False
+    """Fail a stage that never reached an event of ``coverage.REQUIRED`` (the named profiles do; a caller's few examples need not)."""
 
     @classmethod
     def of_profile(cls, profile: str) -> RunPlan:
         """The plan of a named profile (``ci``, ``deep``, ``dev``); ``dataclasses.replace`` changes the rest."""
         load_profile(profile)
-        return cls(base=settings(), profile=profile)
+        return cls(base=settings(), profile=profile, require_coverage=profile in ("ci", "deep"))
 
     def machine_settings(self) -> settings:
         """The settings common to both machines: the deadline off, too_slow suppressed, one bug reported, no shrink phase.
@@ -113,7 +123,8 @@ def run_call_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
     tally = RunTally(progress=Progress(plan.progress, "call machine"))
     common = plan.machine_settings()
     chosen = settings(common, stateful_step_count=CALLS_PER_EXAMPLE, max_examples=call_machine_examples(common.max_examples))
-    return run_machine("call machine", call_machine(target, tally, plan.rules), tally, chosen, target, plan)
+    stage = run_machine("call machine", call_machine(target, tally, plan.rules), tally, chosen, target, plan)
+    return require_coverage(stage, plan)
 
 
 def run_engine_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
@@ -128,15 +139,73 @@ def run_engine_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
     if stage.passed and stage.steps_per_example and min(stage.steps_per_example) < plan.min_engine_steps:
         stage.passed = False
         stage.failure = f"an example ran only {min(stage.steps_per_example)} engine steps, short of {plan.min_engine_steps}"
+    return require_coverage(stage, plan)
+
+
+def require_coverage(stage: StageResult, plan: RunPlan) -> StageResult:
+    """A passing stage that never reached an event its profile must reach fails, naming the events."""
+    missing = [name for name in REQUIRED.get(stage.name, ()) if not stage.events.get(name)]
+    stage.missing_events = missing
+    if plan.require_coverage and stage.passed and missing:
+        stage.passed = False
+        stage.failure = f"the run never reached {len(missing)} of the events the {plan.profile} profile must reach: {', '.join(missing)}"
     return stage
+
+
+def run_extremes(target: CacheFactory, plan: RunPlan) -> StageResult:
+    """The call machine with its extreme rules: paths hundreds of nodes deep, nodes hundreds wide and under hundreds of locks.
+
+    As many examples as the profile's engine machine, of EXTREME_STEPS rules
+    each: every such rule makes hundreds of calls, its snapshots compared once at its end.
+    """
+    tally = RunTally(progress=Progress(plan.progress, "extremes"))
+    common = plan.machine_settings()
+    chosen = settings(common, stateful_step_count=EXTREME_STEPS, max_examples=common.max_examples)
+    stage = run_machine("extremes", call_machine(target, tally, plan.rules, extremes=True), tally, chosen, target, plan)
+    return require_coverage(stage, plan)
+
+
+def run_scale_stage(target: CacheFactory, plan: RunPlan) -> StageResult:
+    """One cache of thousands of blocks past a 16-bit count of uses (``scale``)."""
+    started = time.perf_counter()
+    coverage = Coverage()
+    stage = StageResult("scale", True, 0.0, examples=1)
+    try:
+        run = run_scale(target, plan.rules, coverage, seed=plan.seed or 0)
+        stage.calls, stage.engine_steps = run.calls, run.engine_steps
+    except TargetFailure as failure:
+        return aborted_stage(stage, started, failure)
+    except AssertionError as failure:  # a Disagreement, or an engine violation, at the scale of thousands of blocks
+        trace = getattr(failure, "prefixspec_trace", None)
+        stage.passed = False
+        stage.seconds_to_failure = time.perf_counter() - started
+        stage.failure = f"{type(failure).__name__}: {failure}"
+        if isinstance(trace, Trace):
+            stage.calls = len(trace.steps)
+            try:
+                write_counterexample(stage, trace, target, plan, "A counterexample found by the scale stage.", started)
+            except TargetFailure as error:
+                return aborted_stage(stage, started, error)
+    stage.events = dict(sorted(coverage.counts.items()))
+    stage.seconds = time.perf_counter() - started
+    return require_coverage(stage, plan)
 
 
 STAGES: dict[str, Callable[[CacheFactory, RunPlan], StageResult]] = {
     "golden trace": run_golden,
     "call machine": run_call_machine,
     "engine machine": run_engine_machine,
+    "extremes": run_extremes,
+    "scale": run_scale_stage,
 }
 """Every stage of a check, in the order it runs."""
+
+REACH_STAGES = ("extremes", "scale")
+"""Stages that take a cache to the extremes of size, depth, width and age.  They run only when the
+stages before them passed: a cache that disagrees already has its counterexample, and these cost the
+most (seconds of each check)."""
+
+EXTREME_STEPS = 30
 
 
 def run_stage(name: str, target: CacheFactory, plan: RunPlan) -> StageResult:
@@ -148,6 +217,8 @@ def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> Check
     """Every stage in order, each to its first failure; a target that fails as a program stops the run."""
     report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_target, rules=plan.rules)
     for name in STAGES:
+        if name in REACH_STAGES and not (plan.reach and report.passed):
+            continue
         stage = run_stage(name, target, plan)
         report.stages.append(stage)
         if stage.aborted:
@@ -169,7 +240,10 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
     if first_disagreement(trace.block_size, calls, target, plan.rules) is None:
         stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
         return
-    kept, disagreement = minimise(trace.block_size, calls, target, plan.rules)
+    # Delta debugging stops improving so that the report is written within a
+    # minute of the stage's start (issue 12), whatever the trace's length.
+    budget = max(5.0, REPORT_WITHIN - (time.perf_counter() - started))
+    kept, disagreement = minimise(trace.block_size, calls, target, plan.rules, time_budget=budget)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     path = plan.out_dir / f"{stage.name.replace(' ', '_')}.trace"
     reproduce = f"prefixspec replay {path} {plan.replay_target}"
@@ -205,6 +279,7 @@ def tally_stage(name: str, tally: RunTally, passed: bool = False) -> StageResult
         calls=tally.calls,
         steps_per_example=list(tally.engine_steps_per_example),
         abandoned_examples=tally.abandoned_examples,
+        events=dict(sorted(tally.coverage.counts.items())),
     )
 
 

@@ -1,0 +1,204 @@
+"""What a run exercised: the rule events and the extremes it reached, counted, and the ones a stage must reach.
+
+Every call a machine makes through the lockstep is observed (``Observer``):
+its result and the spec's snapshots before and after it tell which rule
+events happened (a split by a match, duplicates handed back, a parent that
+became a leaf within one evict...), and its arguments which extremes it
+touched (a token at or past 2^31, a block id of 2^32 - 1...).  The shape of
+the tree (how deep, how wide, how many locks on one node) is read from the
+spec's snapshot by the rules that build such trees.  Each event is also
+passed to Hypothesis's ``event()``, so ``--hypothesis-show-statistics``
+shows them.
+
+``REQUIRED`` names, per stage, the events its ``ci`` run must reach; a stage
+that misses one fails (``missing``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from hypothesis import event as hypothesis_event
+
+from spec.api import ERROR_TYPES, ID_LIMIT, Inserted, Snapshot
+from prefixspec.vocabulary import Call
+
+BOUNDARIES = (2**7, 2**8, 2**15, 2**16, 2**31, ID_LIMIT - 1)
+"""Where an engine written in C, C++, Rust or Go changes integer type."""
+
+BOUNDARY_VALUES: tuple[int, ...] = tuple(sorted({0, 1, 2} | {value + step for value in BOUNDARIES for step in (-1, 0, 1) if 0 <= value + step < ID_LIMIT}))
+"""The values at and around every boundary, and the smallest ones (so that a value cut to 16 bits meets its twin)."""
+
+DEEP = 200
+WIDE = 100
+MANY_LOCKS = 100
+BIG_CACHE = 4096
+LONG_LIFE = 2**16
+
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "call machine": (
+        "split by match",
+        "split by insert",
+        "duplicates handed back",
+        "refused insert: InvalidArgument",
+        "refused match: InvalidArgument",
+        "refused evict: InvalidArgument",
+        "refused lock: UnknownNode (evicted)",
+        "refused lock: UnknownNode (foreign)",
+        "refused unlock: NotLocked",
+        "evict(0)",
+        "multi-block leaf evicted",
+        "parent became a leaf within one evict",
+        "2+ locks on one node",
+        "token >= 2^16",
+        "token >= 2^31",
+        "token 2^32-1",
+        "block id >= 2^16",
+        "block id >= 2^31",
+        "block id 2^32-1",
+        "block size 1",
+        "odd block size >= 3",
+        "block size >= 16",
+    ),
+    "extremes": (
+        f"{MANY_LOCKS}+ locks on one node",
+        f"depth {DEEP}+ nodes",
+        f"{WIDE}+ children on one node",
+    ),
+    "engine machine": (
+        "split by match",
+        "split by insert",
+        "duplicates handed back",
+        "multi-block leaf evicted",
+        "parent became a leaf within one evict",
+        "2+ locks on one node",
+        "block size 1",
+        "odd block size >= 3",
+    ),
+    "scale": (
+        f"{BIG_CACHE}+ blocks cached",
+        f"{LONG_LIFE}+ calls on one cache",
+    ),
+}
+
+
+class Coverage:
+    """Counts of the events one stage reached."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def note(self, name: str, times: int = 1) -> None:
+        self.counts[name] += times
+        try:
+            hypothesis_event(name)
+        except Exception:  # outside a Hypothesis test (the scale stage, a replay) there are no statistics to feed
+            pass
+
+    def missing(self, required: Iterable[str]) -> list[str]:
+        """The required events this stage never reached."""
+        return [name for name in required if not self.counts[name]]
+
+    # Values --------------------------------------------------------------------------------
+
+    def note_values(self, call: Call) -> None:
+        for param, value in zip(call.kind.params, call.args):
+            if param.kind in ("tokens", "blocks") and isinstance(value, tuple) and value:
+                self.note_extremes("token" if param.kind == "tokens" else "block id", max(value))
+
+    def note_extremes(self, what: str, largest: int) -> None:
+        if largest >= 2**16:
+            self.note(f"{what} >= 2^16")
+        if largest >= 2**31:
+            self.note(f"{what} >= 2^31")
+        if largest == ID_LIMIT - 1:
+            self.note(f"{what} 2^32-1")
+
+    def note_block_size(self, block_size: int) -> None:
+        if block_size == 1:
+            self.note("block size 1")
+        if block_size >= 3 and block_size % 2:
+            self.note("odd block size >= 3")
+        if block_size >= 16:
+            self.note("block size >= 16")
+
+    # Shapes ----------------------------------------------------------------------------------
+
+    def note_shape(self, snapshot: Snapshot) -> None:
+        """Depth, width and locks of the tree the snapshot shows."""
+        depth, width, locks = tree_shape(snapshot)
+        if depth >= DEEP:
+            self.note(f"depth {DEEP}+ nodes")
+        if width >= WIDE:
+            self.note(f"{WIDE}+ children on one node")
+        if locks >= 2:
+            self.note("2+ locks on one node")
+        if locks >= MANY_LOCKS:
+            self.note(f"{MANY_LOCKS}+ locks on one node")
+        cached = sum(len(view.blocks) for view in snapshot.nodes)
+        if cached >= BIG_CACHE:
+            self.note(f"{BIG_CACHE}+ blocks cached")
+
+    # Calls -------------------------------------------------------------------------------------
+
+    def observe(self, call: Call, result: str, value: object, before: Snapshot, after: Snapshot) -> None:
+        """The rule events of one call, from its result and the spec's snapshots around it."""
+        self.note_values(call)
+        name = result.split(" ")[0]
+        if name in ERROR_TYPES:
+            self.note(f"refused {call.op}: {name}")
+            if name == "UnknownNode":
+                self.note(f"refused {call.op}: UnknownNode (evicted)")  # a lockstep's handles are all this cache's own
+            return
+        grown = len(after.nodes) - len(before.nodes)
+        if call.op == "match" and grown > 0:
+            self.note("split by match")
+        elif call.op == "insert":
+            new_leaf = after.stats.inserted_blocks > before.stats.inserted_blocks
+            if grown - (1 if new_leaf else 0) > 0:
+                self.note("split by insert")
+            if isinstance(value, Inserted) and value.duplicates:
+                self.note("duplicates handed back")
+        elif call.op == "evict":
+            self.observe_evict(call, before, after)
+        elif call.op == "lock":
+            most = max((view.locks for view in after.nodes), default=0)
+            if most >= 2:
+                self.note("2+ locks on one node")
+
+    def observe_evict(self, call: Call, before: Snapshot, after: Snapshot) -> None:
+        if call.args == (0,):
+            self.note("evict(0)")
+        kept = {view.prefix for view in after.nodes}
+        removed = [view for view in before.nodes if view.prefix not in kept]
+        if any(len(view.blocks) > 1 for view in removed):
+            self.note("multi-block leaf evicted")
+        prefixes = [view.prefix for view in before.nodes]
+        for view in removed:
+            if any(len(other) > len(view.prefix) and other[: len(view.prefix)] == view.prefix for other in prefixes):
+                self.note("parent became a leaf within one evict")
+                break
+
+
+def tree_shape(snapshot: Snapshot) -> tuple[int, int, int]:
+    """(the deepest node's depth in nodes, the most children of one node, the most own locks of one node)."""
+    depth: dict[tuple[int, ...], int] = {(): 0}
+    children: Counter[tuple[int, ...]] = Counter()
+    size = snapshot.block_size
+    for view in sorted(snapshot.nodes, key=lambda node: len(node.prefix)):
+        parent = parent_prefix(view.prefix, size, depth)
+        depth[view.prefix] = depth[parent] + 1
+        children[parent] += 1
+    most_locks = max((view.locks for view in snapshot.nodes), default=0)
+    return max(depth.values()), max(children.values(), default=0), most_locks
+
+
+def parent_prefix(prefix: Sequence[int], block_size: int, nodes: dict[tuple[int, ...], int]) -> tuple[int, ...]:
+    """The longest shorter whole-block prefix of ``prefix`` among ``nodes`` (the root's is ``()``)."""
+    end = len(prefix) - block_size
+    while end > 0:
+        if tuple(prefix[:end]) in nodes:
+            return tuple(prefix[:end])
+        end -= block_size
+    return ()
