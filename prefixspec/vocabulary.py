@@ -222,7 +222,7 @@ def parse_call(text: str, line: int) -> Call:
     if "=" in text:
         name, _, text = text.partition("=")
         name = name.strip()
-        if not HANDLE.match(name) or name == "root":
+        if not HANDLE.match(name) or name in ("root", "foreign"):
             raise TraceFormatError(line, f"bad handle name {name!r}")
     words = _WORD.findall(text)
     if not words:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 
 from spec.api import CacheFactory
 from spec.model import SpecCache
@@ -25,7 +26,7 @@ def command_replay(arguments: argparse.Namespace) -> int:
     trace = read_trace(arguments.file)
     if arguments.rules is not None:
         trace.rules = arguments.rules
-    expected_divergence = replay(trace, SpecCache(trace.block_size, trace.rules))
+    expected_divergence = replay(trace, SpecCache(trace.block_size, trace.rules), functools.partial(SpecCache, rules=trace.rules))
     if arguments.target is None and arguments.exec is None:
         if expected_divergence is not None:
             print(f"{arguments.file}: the spec does not give the recorded results\n{expected_divergence.describe()}")
@@ -49,7 +50,7 @@ def replay_beside_spec(trace: Trace, file: str, factory: CacheFactory, target: s
             f"{step.call.text()}\n  on its {disagreement.kind}\n  spec:  {disagreement.expected}\n  cache: {disagreement.got}"
         )
         return 1
-    divergence = replay(trace, factory(trace.block_size))
+    divergence = replay(trace, factory(trace.block_size), factory)
     if divergence is not None:
         print(f"{file}: {target} agrees with the spec, but not with the recorded results\n{divergence.describe()}")
         return 1

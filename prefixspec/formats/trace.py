@@ -26,7 +26,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spec.api import RULE_PRESETS, NodeId, PrefixCache, Rules, parse_rules
+from spec.api import RULE_PRESETS, CacheFactory, NodeId, PrefixCache, Rules, parse_rules
 from prefixspec.vocabulary import (
     Call,
     TraceFormatError,
@@ -36,6 +36,9 @@ from prefixspec.vocabulary import (
     read_int,
     render_result,
 )
+
+FOREIGN = "foreign"
+"""The handle of a node of another cache (never named by a line of the trace)."""
 
 FORMAT_VERSION = 1
 HEADER = f"prefixspec-trace {FORMAT_VERSION}"
@@ -118,7 +121,7 @@ def parse_trace(text: str) -> Trace:
     """A whole trace; raises TraceFormatError naming the first bad line (lines end at ``\\n`` only)."""
     trace: Trace | None = None
     seen_header = False
-    names: set[str] = {"root"}
+    names: set[str] = {"root", FOREIGN}
     header_comments: list[str] = []
     rules_seen = False
     for number, raw in enumerate(text.split("\n"), start=1):
@@ -186,10 +189,15 @@ class Outcome:
 
 
 class CallRunner:
-    """Runs calls on one cache, resolving handles to that cache's own NodeIds and naming the nodes it returns."""
+    """Runs calls on one cache, resolving handles to that cache's own NodeIds and naming the nodes it returns.
 
-    def __init__(self, cache: PrefixCache) -> None:
+    The handle ``foreign`` names a node of another cache, made by ``foreign``
+    (a factory of caches like this one): R6 makes it unknown here.
+    """
+
+    def __init__(self, cache: PrefixCache, foreign: CacheFactory | None = None) -> None:
         self.cache = cache
+        self.foreign = foreign
         self.node_by_name: dict[str, NodeId] = {"root": cache.root}
         self.name_by_node: dict[Hashable, str] = {}
 
@@ -203,9 +211,18 @@ class CallRunner:
             return None
 
     def node_of(self, handle: str) -> NodeId:
+        if handle == FOREIGN and handle not in self.node_by_name:
+            self.node_by_name[FOREIGN] = self.foreign_node()
         if handle not in self.node_by_name:
             raise UnresolvedHandle(f"handle {handle} names no node: the call that named it raised an error")
         return self.node_by_name[handle]
+
+    def foreign_node(self) -> NodeId:
+        """A node another cache of this block size returned (two blocks of zeros, ids 0 and 1)."""
+        if self.foreign is None:
+            raise UnresolvedHandle("the handle foreign needs a factory of caches to make another cache's node")
+        size = self.cache.block_size()
+        return self.foreign(size).insert([0] * (2 * size), [0, 1]).node
 
     def run(self, call: Call) -> Outcome:
         """Make ``call`` on the cache; any exception becomes the outcome, never escapes."""
@@ -254,9 +271,12 @@ class Divergence:
         return f"line {self.line}: {self.call}\n  expected: {self.expected}\n  got:      {self.got}"
 
 
-def replay(trace: Trace, cache: PrefixCache) -> Divergence | None:
-    """Run ``trace`` on ``cache`` (fresh, of the trace's block size); the first divergence, or None."""
-    runner = CallRunner(cache)
+def replay(trace: Trace, cache: PrefixCache, foreign: CacheFactory | None = None) -> Divergence | None:
+    """Run ``trace`` on ``cache`` (fresh, of the trace's block size); the first divergence, or None.
+
+    ``foreign`` makes the other cache whose node the handle ``foreign`` names.
+    """
+    runner = CallRunner(cache, foreign)
     for step in trace.steps:
         outcome = runner.run(step.call)
         if step.expected is not None and not same_outcome(step.expected, outcome.text):

@@ -10,11 +10,12 @@ result, so the calls up to a disagreement are a ready counterexample trace.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import cast
 
-from spec.api import ERROR_TYPES, NodeId, NodeView, PrefixCache, Rules, Snapshot
+from spec.api import ERROR_TYPES, CacheFactory, NodeId, NodeView, PrefixCache, Rules, Snapshot
 from spec.model import SpecCache
 from prefixspec.formats.trace import CallRunner, Step, Trace, same_outcome
 from prefixspec.vocabulary import Call, CallThrough, Unwritable, WrongResult, error_name, render_ints, render_stats
@@ -152,6 +153,7 @@ class Lockstep(CallThrough):
         compare_snapshots: bool = True,
         snapshot_every: int = 1,
         observer: Observer | None = None,
+        target_factory: CacheFactory | None = None,
     ) -> None:
         self.reference = reference
         self.target = target
@@ -159,11 +161,11 @@ class Lockstep(CallThrough):
         self.snapshot_every = snapshot_every
         """Compare the snapshots after every call (1), or after every k-th (a cache of thousands of blocks)."""
         self.steps: list[Step] = []
-        self._reference_runner = CallRunner(reference)
+        self._reference_runner = CallRunner(reference, functools.partial(SpecCache, rules=reference.rules))
         self._reference_snapshot: Snapshot | None = None
         self.observer = observer
         """Told of every call, its result and the spec's snapshots around it (``coverage.Coverage.observe``)."""
-        self._target_runner = CallRunner(target) if target is not None else None
+        self._target_runner = CallRunner(target, target_factory) if target is not None else None
 
     @property
     def root(self) -> NodeId:

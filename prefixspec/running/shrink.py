@@ -40,7 +40,7 @@ SAMPLED_SNAPSHOTS = 500
 def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules()) -> Disagreement | None:
     """Run ``calls`` on a fresh spec (under ``rules``) and a fresh target in lockstep; the first disagreement, or None."""
     every = 1 if len(calls) <= LONG_TRACE else SAMPLED_SNAPSHOTS
-    pair = Lockstep(SpecCache(block_size, rules), target(block_size), snapshot_every=every)
+    pair = Lockstep(SpecCache(block_size, rules), target(block_size), snapshot_every=every, target_factory=target)
     for call in calls:
         try:
             pair.perform(call)
