@@ -6,13 +6,18 @@ from pathlib import Path
 
 import pytest
 
+from dataclasses import replace
+
 from prefixspec.commands.main import main
+from prefixspec.running.stages import RunPlan, run_stage
 from prefixspec.running.hunt import hunt, table
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, CatalogueError, Catalogue, Mutant, load_mutant, read_catalogue
 from prefixspec.running.seed_tests import SEED_TESTS
 from prefixspec.formats.trace import read_trace
 
 SEED_IDS = ["s01", "s02", "s03", "s04", "s05", "s06", "s07", "s08", "s09", "s10", "m01", "m02"]
+REACH_IDS = ["r01", "r02", "r03", "r04", "r05", "r06", "r07", "r08"]
+"""Bugs at the extremes (issue 12): no seed test reaches them; the check's stages must."""
 
 
 @pytest.fixture(scope="module")
@@ -20,10 +25,11 @@ def catalogue() -> Catalogue:
     return read_catalogue(DEFAULT_CATALOGUE)
 
 
-def test_the_catalogue_holds_the_seeds_twelve_bugs(catalogue: Catalogue) -> None:
-    assert [mutant.id for mutant in catalogue.mutants] == SEED_IDS
+def test_the_catalogue_holds_the_seeds_twelve_bugs_and_the_extremes(catalogue: Catalogue) -> None:
+    assert [mutant.id for mutant in catalogue.mutants] == SEED_IDS + REACH_IDS
     for mutant in catalogue.mutants:
-        assert mutant.killed_by and set(mutant.killed_by) <= set(SEED_TESTS), mutant.id
+        assert set(mutant.killed_by) <= set(SEED_TESTS), mutant.id
+        assert bool(mutant.killed_by) == (mutant.id in SEED_IDS), mutant.id
 
 
 def test_every_edit_still_applies_exactly_once(catalogue: Catalogue) -> None:
@@ -59,10 +65,38 @@ def test_the_hunt_kills_each_with_its_named_seed_tests_and_a_short_replayable_co
     assert result.counterexample, mutant_id
     trace = read_trace(result.counterexample)
     assert 1 <= len(trace.steps) <= 15, f"{mutant_id}: {len(trace.steps)} calls"
+    assert result.seconds_to_report is not None and result.seconds_to_report <= 60, f"{mutant_id}: report after {result.seconds_to_report} s"
     target = f"{DEFAULT_CATALOGUE}#{mutant_id}"
     assert main(["replay", result.counterexample, "--target", target]) == 1, mutant_id
     assert main(["replay", result.counterexample, "--target", "impl:RadixCache"]) == 0, mutant_id
     capsys.readouterr()
+
+
+REACH_KILLERS = {
+    "r01": "golden trace",
+    "r02": "call machine",
+    "r03": "call machine",
+    "r04": "extremes",
+    "r05": "extremes",
+    "r06": "extremes",
+    "r07": "scale",
+    "r08": "scale",
+}
+"""The stage that first kills each bug at the extremes (``make hunt`` runs every stage on each)."""
+
+
+@pytest.mark.parametrize("mutant_id", REACH_IDS)
+def test_each_bug_at_the_extremes_is_caught_by_its_stage_with_a_report_within_a_minute(
+    mutant_id: str, catalogue: Catalogue, tmp_path: Path
+) -> None:
+    """Only the stage that first catches it, and a 10 s minimising budget, to keep make test short."""
+    factory = load_mutant(catalogue, catalogue.mutant(mutant_id))
+    plan = replace(RunPlan.of_profile("ci"), out_dir=tmp_path, report_within=10.0)
+    stage = run_stage(REACH_KILLERS[mutant_id], factory, plan)
+    assert not stage.passed, f"{mutant_id} survived the {stage.name}"
+    assert stage.counterexample, stage.failure
+    assert stage.seconds_to_report <= 60, f"{mutant_id}: report after {stage.seconds_to_report:.1f} s"
+    assert read_trace(stage.counterexample).steps
 
 
 def test_hunt_command_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

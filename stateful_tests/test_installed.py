@@ -87,7 +87,10 @@ def test_a_pytest_file_of_the_users_own(installed: tuple[Path, Path]) -> None:
             from impl import RadixCache
             from prefixspec import conformance_suite
 
-            TestMyCache = conformance_suite(RadixCache, settings=settings(max_examples=2, database=None), min_engine_steps=300)
+            TestMyCache = conformance_suite(
+                RadixCache, settings=settings(max_examples=2, database=None), min_engine_steps=300,
+                stages=("golden trace", "call machine", "engine machine"),
+            )
             """
         )
     )

@@ -31,6 +31,8 @@ class HuntResult:
     seed_killers: list[str] = field(default_factory=list)
     machine_killers: list[str] = field(default_factory=list)
     seconds_to_first_failure: float | None = None
+    seconds_to_report: float | None = None
+    """From the start of the stage that first failed to its minimised counterexample written."""
     seconds: float = 0.0
     counterexample: str = ""
     counterexample_calls: int = 0
@@ -74,6 +76,8 @@ def hunt_mutant(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Pat
             if stage.passed:
                 continue
             result.machine_killers.append(stage.name)
+            if result.seconds_to_report is None:
+                result.seconds_to_report = stage.seconds_to_report or stage.seconds
             if result.seconds_to_first_failure is None:
                 earlier = sum(done.seconds for done in report.stages[:index])
                 result.seconds_to_first_failure = stages_start + earlier + stage.seconds_to_failure
@@ -112,18 +116,19 @@ def hunt(
 def table(results: list[HuntResult]) -> str:
     """The hunt as a Markdown table: one row per mutant."""
     rows = [
-        "| id | bug | result | seed tests that killed it | machines that killed it | first failure | counterexample |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| id | bug | result | seed tests that killed it | stages that killed it | first failure | report within | counterexample |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for result in results:
         first = "-" if result.seconds_to_first_failure is None else f"{result.seconds_to_first_failure:.2f} s"
+        report = "-" if result.seconds_to_report is None else f"{result.seconds_to_report:.2f} s"
         calls = f"{result.counterexample_calls} calls" if result.counterexample else "-"
         seed = ", ".join(result.seed_killers) or "none"
         if result.missed_seed_tests:
             seed += f" (expected also: {', '.join(result.missed_seed_tests)})"
         rows.append(
             f"| {result.mutant.id} | {result.mutant.bug} | {'killed' if result.killed else 'SURVIVED'} | {seed} | "
-            f"{', '.join(result.machine_killers) or 'none'} | {first} | {calls} |"
+            f"{', '.join(result.machine_killers) or 'none'} | {first} | {report} | {calls} |"
         )
     killed = sum(1 for result in results if result.killed)
     rows.append("")

@@ -295,6 +295,18 @@ def call_machine(
         def read_counters(self, query: str) -> None:
             self.call(getattr(self.pair, BY_OP[query].method))
 
+        @rule(prompt=prompts, cut=st.integers(1, 3))
+        def branch_and_evict(self, prompt: tuple[int, ...], cut: int) -> None:
+            """A prompt, one that leaves it after ``cut`` blocks (a split by insert), then evict(everything):
+            both leaves go, and their parent becomes a leaf within that one evict."""
+            size = self.spec.block_size()
+            if len(prompt) < (cut + 1) * size:
+                return
+            other = prompt[: cut * size] + tuple((token + 1) % ID_LIMIT for token in prompt[cut * size : (cut + 1) * size])
+            self.call(lambda: self.pair.insert(prompt, self.fresh_blocks(len(prompt) // size)))
+            self.call(lambda: self.pair.insert(other, self.fresh_blocks(len(other) // size)))
+            self.call(lambda: self.pair.evict(10**9))
+
         @precondition(lambda self: self.spec.cached_blocks() > 0)
         @rule()
         def evictable_is_what_evict_frees(self) -> None:

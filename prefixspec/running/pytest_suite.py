@@ -8,8 +8,8 @@ One file in the engine's tests is enough (pytest and unittest both collect it)::
 
     TestPrefixCacheConformance = conformance_suite(make_cache)
 
-The class has three tests, the three stages of ``prefixspec check``:
-``test_golden_trace``, ``test_call_machine`` and ``test_engine_machine``.  A
+The class has a test per stage of ``prefixspec check``: ``test_golden_trace``,
+``test_call_machine``, ``test_engine_machine``, ``test_extremes`` and ``test_scale``.  A
 failure's message holds the minimised counterexample trace, ready for
 ``prefixspec replay``.  ``settings`` passes Hypothesis settings through
 (``max_examples``, ``derandomize``, ``database``...); the active profile is
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import tempfile
 import unittest
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hypothesis import settings as Settings
@@ -42,6 +42,7 @@ def conformance_suite(
     out_dir: Path | None = None,
     name: str = "PrefixCacheConformance",
     rules: Rules | str = "strict",
+    stages: Iterable[str] = STAGES,
 ) -> type[unittest.TestCase]:
     """A TestCase class checking the caches ``factory(block_size)`` makes against the spec, a test per stage.
 
@@ -51,7 +52,9 @@ def conformance_suite(
     (3,000 as in ``prefixspec check``); counterexample traces go to ``out_dir``
     (default a folder in the temporary directory).  ``rules`` is the rule set
     the spec follows: a ``spec.api.Rules`` or a name (``"sglang"``,
-    ``"use=path+split-tail,evict=lfu"``).
+    ``"use=path+split-tail,evict=lfu"``).  ``stages`` picks the stages (default
+    all of ``prefixspec check``'s: golden trace, call machine, engine machine,
+    extremes, scale).
     """
     rule_set = parse_rules(rules) if isinstance(rules, str) else rules
     where = out_dir if out_dir is not None else Path(tempfile.gettempdir()) / "prefixspec-counterexamples" / name
@@ -70,7 +73,9 @@ def conformance_suite(
         return test
 
     members: dict[str, object] = {"__doc__": "Every stage of ``prefixspec check`` against the factory, each a test."}
-    for stage_name in STAGES:
+    for stage_name in stages:
+        if stage_name not in STAGES:
+            raise ValueError(f"no stage {stage_name!r}: the stages are {', '.join(STAGES)}")
         test = stage_test(stage_name)
         members[test.__name__] = test
     return type(name, (unittest.TestCase,), members)

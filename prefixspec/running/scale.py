@@ -73,7 +73,9 @@ def drive(pair: Lockstep, coverage: Coverage, seed: int) -> ScaleRun:
     coverage.note_shape(pair.snapshot())
     # Past 2^16 uses: matches of what is cached, with an insert and an eviction
     # now and then, so that the order of last use keeps mattering after the wrap.
-    prompts = [request.prompt for request in engine.running] or [engine.prompts.next_prompt(rng)]
+    # Short prompts: two blocks of what runs, so that each match costs little and the clock races on.
+    size = SCALE_WORKLOAD.block_size
+    prompts = [request.prompt[: 2 * size + 1] for request in engine.running] or [engine.prompts.next_prompt(rng)]
     run.uses = sum(1 for step in pair.steps if step.call.op in ("match", "insert"))
     while run.uses <= LONG_LIFE + 1000:
         pair.match_prefix(prompts[run.uses % len(prompts)])

@@ -35,11 +35,16 @@ LONG_TRACE = 5000
 and is not cut by delta debugging: it comes from the scale stage, where the cache holds thousands of blocks and one
 snapshot costs milliseconds."""
 SAMPLED_SNAPSHOTS = 500
+SHORT_TRACE = 200
+"""Up to this many calls a replay compares the snapshots after every call; up to LONG_TRACE, after every
+``SHORT_TRACE // 4``-th and at the end: the extremes stage's traces build trees hundreds of nodes deep, where a
+snapshot after each of their hundreds of calls made one replay cost seconds and delta debugging overran its
+minute (the planted bug r04: a report after 69 s)."""
 
 
 def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules()) -> Disagreement | None:
     """Run ``calls`` on a fresh spec (under ``rules``) and a fresh target in lockstep; the first disagreement, or None."""
-    every = 1 if len(calls) <= LONG_TRACE else SAMPLED_SNAPSHOTS
+    every = 1 if len(calls) <= SHORT_TRACE else SHORT_TRACE // 4 if len(calls) <= LONG_TRACE else SAMPLED_SNAPSHOTS
     pair = Lockstep(SpecCache(block_size, rules), target(block_size), snapshot_every=every, target_factory=target)
     for call in calls:
         try:
@@ -80,6 +85,8 @@ def delta_debug(
         size = max(1, removable // chunks)
         reduced = False
         for start in range(0, removable, size):
+            if time.monotonic() >= deadline:
+                return best  # every candidate replays the calls: the deadline is checked before each
             shorter = cut(best[:start] + best[min(start + size, removable) :])
             if shorter is not None:
                 best = shorter
@@ -95,6 +102,8 @@ def delta_debug(
         changed = False
         for width in range(1, 9):
             for start in range(len(best) - width - (1 if keep_last else 0), -1, -1):
+                if time.monotonic() >= deadline:
+                    return best
                 if start + width <= len(best) - (1 if keep_last else 0):
                     shorter = cut(best[:start] + best[start + width :])
                     if shorter is not None:

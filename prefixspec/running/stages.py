@@ -66,6 +66,8 @@ class RunPlan:
     """What follows ``prefixspec replay FILE`` to reproduce a counterexample on this target."""
     rules: Rules = Rules()
     """The rule set the spec follows in every stage (``spec.api.Rules``)."""
+    report_within: float = REPORT_WITHIN
+    """Seconds from a stage's start by which delta debugging stops improving its counterexample."""
     reach: bool = True
     """Run the reach stages (``REACH_STAGES``) after the others passed."""
     require_coverage: bool = False
@@ -242,7 +244,7 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
         return
     # Delta debugging stops improving so that the report is written within a
     # minute of the stage's start (issue 12), whatever the trace's length.
-    budget = max(5.0, REPORT_WITHIN - (time.perf_counter() - started))
+    budget = max(2.0, plan.report_within - (time.perf_counter() - started))
     kept, disagreement = minimise(trace.block_size, calls, target, plan.rules, time_budget=budget)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     path = plan.out_dir / f"{stage.name.replace(' ', '_')}.trace"
