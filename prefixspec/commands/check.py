@@ -9,11 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from spec.api import CacheFactory
-from prefixspec.commands.options import add_exec_options, add_rules_option, exec_engine, exec_name, positive_int
+from prefixspec.commands.options import add_exec_options, add_rules_option, positive_int, run_on_target
 from prefixspec.running.profiles import PROFILES
 from prefixspec.running.stages import RunPlan, run_check
 from prefixspec.targets.loading import DEFAULT_TARGET
-from prefixspec.targets.named import load_target
 
 
 def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,13 +30,7 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def command_check(arguments: argparse.Namespace) -> int:
-    engine = exec_engine(arguments, "target")
-    if engine is None:
-        target = arguments.target or DEFAULT_TARGET
-        return run_and_report(load_target(target), target, f"--target {target}", arguments)
-    with engine:
-        named = exec_name(arguments)
-        return run_and_report(engine, named, named, arguments)
+    return run_on_target(arguments, run_and_report)
 
 
 def run_and_report(factory: CacheFactory, target_name: str, replay_target: str, arguments: argparse.Namespace) -> int:

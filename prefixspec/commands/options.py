@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import math
 import shlex
+from collections.abc import Callable
 
-from spec.api import RULE_PRESETS, Rules, parse_rules
+from spec.api import RULE_PRESETS, CacheFactory, Rules, parse_rules
 from prefixspec.errors import UsageError
+from prefixspec.targets.loading import DEFAULT_TARGET
+from prefixspec.targets.named import load_target
 from prefixspec.targets.pipe import DEFAULT_TIMEOUT, EngineProtocolError, PipeEngine
 
 LONGEST_TIMEOUT = 86_400.0
@@ -91,3 +94,18 @@ def add_rules_option(parser: argparse.ArgumentParser, default: str | None = "str
         help=f"the rule set the spec follows: a preset ({presets}) or use=path|path+split-tail,evict=lru|lfu|fifo|mru|filo"
         + (f" (default {default})" if default else " (default: the trace's own rules line)"),
     )
+
+
+TargetRun = Callable[[CacheFactory, str, str, argparse.Namespace], int]
+"""``run(factory, the target's name, what follows 'prefixspec replay FILE' to name it again, arguments)``."""
+
+
+def run_on_target(arguments: argparse.Namespace, run: TargetRun) -> int:
+    """``run`` on the positional TARGET (default ``impl:RadixCache``) or on the ``--exec`` engine, closed after."""
+    engine = exec_engine(arguments, "target")
+    if engine is None:
+        target = arguments.target or DEFAULT_TARGET
+        return run(load_target(target), target, f"--target {target}", arguments)
+    with engine:
+        named = exec_name(arguments)
+        return run(engine, named, named, arguments)

@@ -434,6 +434,7 @@ class PipeCache(CallThrough):
         self._name_of_id: dict[int, str] = {}
         self.calls_made = 0
         self._ahead = "snapshot" if engine.snapshot_ahead else None
+        self._ahead_wanted = True
         self._last_snapshot: tuple[str, Snapshot] = ("", Snapshot(size, (), PrefixStats(0, 0, 0, 0, 0)))
         self._process = engine.acquire()
         self._finalizer = weakref.finalize(self, engine.release, self._process)
@@ -471,7 +472,13 @@ class PipeCache(CallThrough):
         self.calls_made += 1
         line = call.text()
         self._process.context = f"at call {self.calls_made} to a cache of block size {self._block_size}"
-        result = self._process.exchange(line, call, ahead=self._ahead)
+        if self._process.pending is not None:
+            # The snapshot sent ahead with the last call went unread: this caller
+            # compares snapshots now and then (the scale stage, every 500 calls),
+            # and a snapshot of thousands of blocks after every call would cost
+            # the engine most of its time.  Ahead again once a snapshot is asked for.
+            self._ahead_wanted = False
+        result = self._process.exchange(line, call, ahead=self._ahead if self._ahead_wanted else None)
         try:
             return parse_result(call.kind, result, lambda word: self._node(word, call.name))
         except ResultFormatError as problem:
@@ -502,6 +509,7 @@ class PipeCache(CallThrough):
 
     def snapshot(self) -> Snapshot:
         result = self._process.take_ahead("snapshot")
+        self._ahead_wanted = True
         if result is None:
             self._process.context = f"after call {self.calls_made} to a cache of block size {self._block_size}"
             result = self._process.exchange("snapshot", None)
