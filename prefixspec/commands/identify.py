@@ -8,11 +8,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from spec.api import CacheFactory
-from prefixspec.commands.options import add_exec_options, exec_engine, exec_name
+from prefixspec.commands.options import add_exec_options, output_folder, run_on_target
 from prefixspec.running.identify import IDENTIFY_EXAMPLES, IDENTIFY_STEPS, identify
 from prefixspec.running.stages import RunPlan
 from prefixspec.targets.loading import DEFAULT_TARGET
-from prefixspec.targets.named import load_target
 
 
 def add_identify_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,13 +24,8 @@ def add_identify_command(commands: argparse._SubParsersAction[argparse.ArgumentP
 
 
 def command_identify(arguments: argparse.Namespace) -> int:
-    engine = exec_engine(arguments, "target")
-    if engine is None:
-        target = arguments.target or DEFAULT_TARGET
-        return identify_and_report(load_target(target), target, f"--target {target}", arguments)
-    with engine:
-        named = exec_name(arguments)
-        return identify_and_report(engine, named, named, arguments)
+    output_folder(arguments.out)
+    return run_on_target(arguments, identify_and_report)
 
 
 def identify_and_report(factory: CacheFactory, target_name: str, replay_target: str, arguments: argparse.Namespace) -> int:

@@ -1,0 +1,52 @@
+"""The user's Ctrl-C told apart from a ``KeyboardInterrupt`` that a target raises itself.
+
+Both arrive as ``KeyboardInterrupt``.  The first stops the command (exit 130,
+no report); the second is the target failing as a program, which the checker
+reports like any other failure.  ``watching_ctrl_c`` installs a SIGINT handler
+that notes the press before raising, as Python's own handler does; code that
+runs a target asks ``ctrl_c_pressed`` which of the two it caught.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+
+class _Presses:
+    """Whether SIGINT arrived since ``watching_ctrl_c`` began (a signal handler's one piece of state)."""
+
+    pressed = False
+
+
+def _note_and_interrupt(signum: int, frame: FrameType | None) -> None:
+    _Presses.pressed = True
+    raise KeyboardInterrupt
+
+
+def ctrl_c_pressed() -> bool:
+    """True once the user pressed Ctrl-C (SIGINT) while ``watching_ctrl_c`` was in force."""
+    return _Presses.pressed
+
+
+@contextmanager
+def watching_ctrl_c() -> Iterator[None]:
+    """For the block's duration, SIGINT raises KeyboardInterrupt as usual and is remembered.
+
+    Does nothing outside the main thread, or when SIGINT is not Python's
+    default handler (ignored by a parent, or the caller's own): that choice is
+    not the checker's to override.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    _Presses.pressed = False
+    signal.signal(signal.SIGINT, _note_and_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _Presses.pressed = False
