@@ -72,6 +72,9 @@ LONGEST_LINE = 1 << 24
 SHOWN_CHARS = 160
 """Each line in a report is cut to this many characters."""
 
+STDERR_PART = 4096
+"""Bytes read from each end of an engine's stderr for a report: its first lines and its last."""
+
 IDLE_PROCESSES = 4
 """Processes a pool keeps for the next caches."""
 
@@ -88,10 +91,15 @@ class EngineProtocolError(TargetFailure):
         return self.report
 
 
-def _shown(line: str) -> str:
+def _shown(line: str, *, with_length: bool = True) -> str:
     if len(line) <= SHOWN_CHARS:
         return line
-    return f"{line[:SHOWN_CHARS]}... ({len(line):,} characters)"
+    return f"{line[:SHOWN_CHARS]}... ({len(line):,} characters)" if with_length else f"{line[:SHOWN_CHARS]}..."
+
+
+def _log_lines(data: bytes) -> list[str]:
+    """The lines of a log that hold something, as text (lines end at \\n, as everywhere in the checker)."""
+    return [line.strip() for line in data.decode("utf-8", "replace").split("\n") if line.strip()]
 
 
 class EngineProcess:
@@ -108,6 +116,7 @@ class EngineProcess:
         self.pending: str | None = None
         """A line sent ahead whose answer is not read yet (the snapshot after a call)."""
         self._buffer = bytearray()
+        self._group_killed = False
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
         try:
             self.process = subprocess.Popen(
@@ -136,18 +145,23 @@ class EngineProcess:
     # Reports ------------------------------------------------------------------------------
 
     def stderr_tail(self) -> str:
+        """The engine's first and last stderr lines (a panic's message comes first, a Python traceback's last)."""
         try:
-            self._stderr.seek(0, os.SEEK_END)
-            size = self._stderr.tell()
-            self._stderr.seek(max(0, size - 4096))
-            text = self._stderr.read().decode("utf-8", "replace")
+            size = os.fstat(self._stderr.fileno()).st_size
+            self._stderr.seek(0)
+            if size <= 2 * STDERR_PART:
+                lines, tail = _log_lines(self._stderr.read()), []
+            else:  # both ends of a long log, never the whole of it
+                lines = _log_lines(self._stderr.read(STDERR_PART))
+                self._stderr.seek(size - STDERR_PART)
+                tail = _log_lines(self._stderr.read().partition(b"\n")[2])  # from its first whole line on
         except (OSError, ValueError):
             return ""
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        if len(lines) > 4:  # a panic's message comes first, a Python traceback's last: keep both ends
+        if tail:
+            lines = [*lines[:2], "...", *tail[-2:]]
+        elif len(lines) > 4:
             lines = [*lines[:2], "...", *lines[-2:]]
-        text = " | ".join(lines)
-        return text if len(text) <= 2 * SHOWN_CHARS else text[: 2 * SHOWN_CHARS] + "..."
+        return " | ".join(_shown(line, with_length=False) for line in lines)
 
     def fail(self, problem: str) -> NoReturn:
         """Stop the engine and raise the report of ``problem``; every later call raises it again."""
@@ -294,12 +308,20 @@ class EngineProcess:
             return False
 
     def stop(self) -> None:
-        """Kill the engine and everything it started; idempotent."""
-        if self.process.poll() is None:
+        """Kill the engine and everything it started; idempotent.
+
+        The whole process group is killed whether or not its first process
+        still runs: a shell that backgrounded a helper, or an engine that
+        forked and exited, leaves the rest of the group behind it.  The group
+        keeps the first process's id as long as any member lives, and killing
+        it once kills every member, so later calls kill nothing again.
+        """
+        if not self._group_killed:
+            self._group_killed = True
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
-                pass
+                pass  # nobody left in the group
         try:
             self.process.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
