@@ -59,9 +59,9 @@ INTERRUPTED = 130
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    arguments = parser.parse_args(argv)
     with watching_ctrl_c():
         try:
+            arguments = parser.parse_args(argv)  # a bad option exits 2 here, with argparse's usage lines
             run: Callable[[argparse.Namespace], int] = arguments.run
             return run(arguments)
         except (UsageError, TraceFormatError, OSError) as error:

@@ -10,8 +10,9 @@ result, so the calls up to a disagreement are a ready counterexample trace.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
-from typing import cast
+from typing import SupportsIndex, cast
 
 from spec.api import ERROR_TYPES, NodeId, NodeView, PrefixCache, Rules, Snapshot
 from spec.model import SpecCache
@@ -145,6 +146,7 @@ class Lockstep(CallThrough):
         self.steps: list[Step] = []
         self._reference_runner = CallRunner(reference)
         self._target_runner = CallRunner(target) if target is not None else None
+        self._block_size_checked = False
 
     @property
     def root(self) -> NodeId:
@@ -178,11 +180,31 @@ class Lockstep(CallThrough):
             got = self._target_runner.run(call)
             if not same_outcome(expected.text, got.text):
                 raise Disagreement(self.trace(), "result", expected.text, got.text, result_rule(call.op, expected.text, got.text))
+            if not self._block_size_checked:  # once a lockstep: it changes nothing, and no call's result shows it
+                self._block_size_checked = True
+                self.check_block_size(self.target)
             if self.compare_snapshots:
                 self.check_snapshots(self.reference, self.target, refused=expected.error is not None)
         if expected.error is not None:
             raise expected.error
         return expected.value
+
+    def check_block_size(self, target: PrefixCache) -> None:
+        """The target's ``block_size()`` is the reference's, an int (R1)."""
+        wanted = str(self.reference.block_size())
+        try:
+            value: object = target.block_size()
+        except PASSED_ON:
+            raise
+        except BaseException as error:  # like any call's, a block_size() that raises is its outcome
+            got = outcome_text(error)
+        else:
+            if hasattr(type(value), "__index__") and not isinstance(value, bool):  # an int as R1 counts one
+                got = str(operator.index(cast(SupportsIndex, value)))
+            else:
+                got = f"crash WrongResult: block_size returned a {type(value).__name__}, not an int"
+        if got != wanted:
+            raise Disagreement(self.trace(), "block size", wanted, got, "R1, the block size")
 
     def check_snapshots(self, reference: SpecCache, target: PrefixCache, *, refused: bool = False) -> None:
         """The two snapshots after a call; a difference after a call the spec refused breaks R10."""

@@ -9,11 +9,17 @@ runs a target asks ``ctrl_c_pressed`` which of the two it caught.
 
 from __future__ import annotations
 
+import _thread
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the type of the hook's argument exists only in the stubs
+    from sys import UnraisableHookArgs
 
 
 class _Presses:
@@ -25,6 +31,25 @@ class _Presses:
 def _note_and_interrupt(signum: int, frame: FrameType | None) -> None:
     _Presses.pressed = True
     raise KeyboardInterrupt
+
+
+def _redeliver_or(previous: Callable[[UnraisableHookArgs], object]) -> Callable[[UnraisableHookArgs], object]:
+    """An unraisable hook that raises the user's swallowed KeyboardInterrupt again, and leaves the rest to ``previous``.
+
+    A signal handler's exception is raised wherever the main thread happens
+    to be, also where Python can only print and ignore it: a garbage
+    collector's callback (Hypothesis has one), a ``__del__``, a weakref
+    callback.  There the Ctrl-C would be lost and the command run on; sent
+    again, it arrives at the main thread's next ordinary line.
+    """
+
+    def hook(unraisable: UnraisableHookArgs) -> object:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _Presses.pressed:
+            _thread.interrupt_main(signal.SIGINT)
+            return None
+        return previous(unraisable)
+
+    return hook
 
 
 def ctrl_c_pressed() -> bool:
@@ -44,9 +69,12 @@ def watching_ctrl_c() -> Iterator[None]:
         yield
         return
     _Presses.pressed = False
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _redeliver_or(previous_hook)
     signal.signal(signal.SIGINT, _note_and_interrupt)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.unraisablehook = previous_hook
         _Presses.pressed = False
