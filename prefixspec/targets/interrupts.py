@@ -40,16 +40,29 @@ def _redeliver_or(previous: Callable[[UnraisableHookArgs], object]) -> Callable[
     to be, also where Python can only print and ignore it: a garbage
     collector's callback (Hypothesis has one), a ``__del__``, a weakref
     callback.  There the Ctrl-C would be lost and the command run on; sent
-    again, it arrives at the main thread's next ordinary line.
+    again a moment later, from another thread, it arrives at the main
+    thread's next ordinary line.  (Sent from the hook itself, it would be
+    raised inside the hook, and ignored again.)
     """
 
     def hook(unraisable: UnraisableHookArgs) -> object:
         if isinstance(unraisable.exc_value, KeyboardInterrupt) and _Presses.pressed:
-            _thread.interrupt_main(signal.SIGINT)
+            again = threading.Timer(REDELIVERY_DELAY, _interrupt_if_still_watched)
+            again.daemon = True
+            again.start()
             return None
         return previous(unraisable)
 
     return hook
+
+
+REDELIVERY_DELAY = 0.05
+"""Seconds after a swallowed Ctrl-C before it is sent again: enough to leave the place that ignored it."""
+
+
+def _interrupt_if_still_watched() -> None:
+    if _Presses.pressed:  # the command may have ended meanwhile: then nobody waits for it
+        _thread.interrupt_main(signal.SIGINT)
 
 
 def ctrl_c_pressed() -> bool:

@@ -116,7 +116,6 @@ class EngineProcess:
         self.pending: str | None = None
         """A line sent ahead whose answer is not read yet (the snapshot after a call)."""
         self._buffer = bytearray()
-        self._group_killed = False
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
         try:
             self.process = subprocess.Popen(
@@ -131,12 +130,21 @@ class EngineProcess:
         except OSError as error:
             self._stderr.close()
             raise EngineProtocolError(f"prefixspec: cannot start the engine `{command}`: {error}.", before_handshake=True) from None
+        # From here on the group dies with this object unless stop() ends it first, so an engine dropped
+        # half started (a Ctrl-C during the handshake) does not outlive it.  Not at exit: there every
+        # PipeEngine closes its processes politely (_close_every_engine), idle and busy alike.
+        self._reaper = weakref.finalize(self, _kill_group, self.process)
+        self._reaper.atexit = False
         assert self.process.stdin is not None and self.process.stdout is not None
         self._stdin = self.process.stdin.fileno()
         self._stdout = self.process.stdout.fileno()
         os.set_blocking(self._stdin, False)
         os.set_blocking(self._stdout, False)
-        answer = self.exchange(HANDSHAKE, None)
+        try:
+            answer = self.exchange(HANDSHAKE, None)
+        except BaseException:  # a failed handshake has stopped it already; anything else (Ctrl-C) stops it now
+            self.stop()
+            raise
         if answer != "ok" and not answer.startswith("ok "):
             self.fail(f"failed the handshake: it answered `{_shown(answer)}` to `{HANDSHAKE}`, where `ok` was expected (this checker speaks version {PROTOCOL_VERSION})")
         self.engine_name = answer[3:].strip()
@@ -312,20 +320,10 @@ class EngineProcess:
 
         The whole process group is killed whether or not its first process
         still runs: a shell that backgrounded a helper, or an engine that
-        forked and exited, leaves the rest of the group behind it.  The group
-        keeps the first process's id as long as any member lives, and killing
-        it once kills every member, so later calls kill nothing again.
+        forked and exited, leaves the rest of the group behind it.
         """
-        if not self._group_killed:
-            self._group_killed = True
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass  # nobody left in the group
-        try:
-            self.process.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            pass
+        if self._reaper.detach() is not None:  # the first stop kills; the group is gone for later ones
+            _kill_group(self.process)
         self._close_files()
 
     def close(self) -> None:
@@ -349,6 +347,22 @@ class EngineProcess:
                     pass
         if stderr and not self._stderr.closed:
             self._stderr.close()
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill an engine's process group and reap its first process.
+
+    The group keeps the first process's id as long as any member lives, also
+    after that process exited, and one SIGKILL to the group kills every member.
+    """
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # nobody left in the group
+    try:
+        process.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 @dataclass(frozen=True)
@@ -391,6 +405,8 @@ class PipeEngine:
         self.snapshot_ahead = snapshot_ahead
         """Send ``snapshot`` with every call, in the same write: the checkers ask for one after every call."""
         self.idle: list[EngineProcess] = []
+        self.busy: weakref.WeakSet[EngineProcess] = weakref.WeakSet()
+        """Processes a cache holds now: close() stops them too."""
         self.started = 0
         self.closed = False
         _engines.add(self)
@@ -409,12 +425,16 @@ class PipeEngine:
         while self.idle:
             process = self.idle.pop()
             if process.failure is None and process.process.poll() is None:
+                self.busy.add(process)
                 return process
             process.stop()
         self.started += 1
-        return EngineProcess(self.command, self.timeout)
+        process = EngineProcess(self.command, self.timeout)
+        self.busy.add(process)
+        return process
 
     def release(self, process: EngineProcess) -> None:
+        self.busy.discard(process)
         if self.closed or process.failure is not None or len(self.idle) >= IDLE_PROCESSES:
             process.close()
         else:
@@ -433,8 +453,10 @@ class PipeEngine:
         return name
 
     def close(self) -> None:
+        """End every process: the idle ones and those caches still hold (a cache used after this fails as crashed)."""
         self.closed = True
         _close_processes(self.idle)
+        _close_processes(list(self.busy))
 
 
 _serials = itertools.count(1)

@@ -254,13 +254,14 @@ shell says 130 of both), or the command's own status when it ended first."""
 
 @st.composite
 def interrupt_plans(draw: st.DrawFn, scratch: Path) -> Plan:
-    """A command stopped by Ctrl-C after 0.3 to 2 seconds: a check of impl, of an engine, of a hanging target, a replay."""
+    """A command stopped by Ctrl-C after 0.3 to 2 seconds: a check of impl, of engines (one with a helper), of a hanging target, a replay."""
     out = str(scratch / "out")
     argv: tuple[str, ...] = draw(
         st.sampled_from(
             [
                 ("check", "--quiet", "--out", out),
                 ("check", "--quiet", "--out", out, "--exec", SERVE),
+                ("check", "--quiet", "--out", out, "--exec", f"sleep 1020 & {SERVE}"),
                 ("check", "stateful_tests.hostile_targets:hangs_in_stats", "--quiet", "--timeout", "60", "--out", out),
                 ("replay", GOLDEN, "--exec", SERVE),
             ]
