@@ -15,7 +15,7 @@ target's, each call of the interface made through a ``Guard``:
   which the commands print on stdout.
 - **exits and interrupts**: a target's ``sys.exit`` or its own
   ``KeyboardInterrupt`` raises ``TargetCrash`` (a ``TargetFailure``: a report,
-  the check stops); the user's Ctrl-C (``interrupts.ctrl_c_pressed``) goes on
+  the check stops); the user's Ctrl-C (``interrupts.stop_requested``) goes on
   as ``KeyboardInterrupt``.  Every other exception of a call passes unchanged:
   it is the call's outcome, compared with the spec's (``CallRunner.run``).
 
@@ -35,7 +35,7 @@ from types import FrameType
 from typing import TypeVar, cast
 
 from spec.api import CacheFactory, NodeId, PrefixCache, Snapshot, TargetFailure
-from prefixspec.targets.interrupts import ctrl_c_pressed
+from prefixspec.targets.interrupts import stop_requested
 from prefixspec.vocabulary import CallThrough
 
 Result = TypeVar("Result")
@@ -128,7 +128,7 @@ class Guard:
             finally:
                 self._armed = False  # from here on an alarm does nothing, even before the timer is disarmed
         except (SystemExit, KeyboardInterrupt) as error:
-            if isinstance(error, KeyboardInterrupt) and ctrl_c_pressed():
+            if isinstance(error, KeyboardInterrupt) and stop_requested():
                 raise  # the user's Ctrl-C: the command stops
             at = raised_at(error)
             words = exit_words(error)

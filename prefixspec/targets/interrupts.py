@@ -1,10 +1,12 @@
-"""The user's Ctrl-C told apart from a ``KeyboardInterrupt`` that a target raises itself.
+"""The user's Ctrl-C (or a SIGTERM) told apart from a ``KeyboardInterrupt`` that a target raises itself.
 
 Both arrive as ``KeyboardInterrupt``.  The first stops the command (exit 130,
-no report); the second is the target failing as a program, which the checker
-reports like any other failure.  ``watching_ctrl_c`` installs a SIGINT handler
-that notes the press before raising, as Python's own handler does; code that
-runs a target asks ``ctrl_c_pressed`` which of the two it caught.
+143 for SIGTERM; no report); the second is the target failing as a program,
+which the checker reports like any other failure.  ``watching_stop_signals``
+installs a handler for SIGINT and SIGTERM that notes the signal before
+raising ``KeyboardInterrupt``, as Python's own SIGINT handler does, so that a
+SIGTERM too unwinds through the code that stops engines; code that runs a
+target asks ``stop_requested`` which of the two it caught.
 """
 
 from __future__ import annotations
@@ -21,15 +23,24 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the type of the hook's argument exists only in the stubs
     from sys import UnraisableHookArgs
 
+STOP_SIGNALS: dict[signal.Signals, Callable[[int, FrameType | None], object] | int | None] = {
+    signal.SIGINT: signal.default_int_handler,
+    signal.SIGTERM: signal.SIG_DFL,
+}
+"""The signals that stop a command, each with the handler it must have for the checker to take it over."""
 
-class _Presses:
-    """Whether SIGINT arrived since ``watching_ctrl_c`` began (a signal handler's one piece of state)."""
+REDELIVERY_DELAY = 0.05
+"""Seconds after a swallowed stop before it is sent again: enough to leave the place that ignored it."""
 
-    pressed = False
+
+class _Received:
+    """The stop signal that arrived since ``watching_stop_signals`` began (a signal handler's one piece of state)."""
+
+    signum: int | None = None
 
 
 def _note_and_interrupt(signum: int, frame: FrameType | None) -> None:
-    _Presses.pressed = True
+    _Received.signum = signum
     raise KeyboardInterrupt
 
 
@@ -46,7 +57,7 @@ def _redeliver_or(previous: Callable[[UnraisableHookArgs], object]) -> Callable[
     """
 
     def hook(unraisable: UnraisableHookArgs) -> object:
-        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _Presses.pressed:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _Received.signum is not None:
             again = threading.Timer(REDELIVERY_DELAY, _interrupt_if_still_watched)
             again.daemon = True
             again.start()
@@ -56,38 +67,43 @@ def _redeliver_or(previous: Callable[[UnraisableHookArgs], object]) -> Callable[
     return hook
 
 
-REDELIVERY_DELAY = 0.05
-"""Seconds after a swallowed Ctrl-C before it is sent again: enough to leave the place that ignored it."""
-
-
 def _interrupt_if_still_watched() -> None:
-    if _Presses.pressed:  # the command may have ended meanwhile: then nobody waits for it
-        _thread.interrupt_main(signal.SIGINT)
+    signum = _Received.signum
+    if signum is not None:  # the command may have ended meanwhile: then nobody waits for it
+        _thread.interrupt_main(signal.Signals(signum))
 
 
-def ctrl_c_pressed() -> bool:
-    """True once the user pressed Ctrl-C (SIGINT) while ``watching_ctrl_c`` was in force."""
-    return _Presses.pressed
+def stop_requested() -> bool:
+    """True once the user pressed Ctrl-C (or sent SIGTERM) while ``watching_stop_signals`` was in force."""
+    return _Received.signum is not None
+
+
+def stop_signal() -> int | None:
+    """The stop signal that arrived (``signal.SIGINT``, ``signal.SIGTERM``), or None."""
+    return _Received.signum
 
 
 @contextmanager
-def watching_ctrl_c() -> Iterator[None]:
-    """For the block's duration, SIGINT raises KeyboardInterrupt as usual and is remembered.
+def watching_stop_signals() -> Iterator[None]:
+    """For the block's duration, SIGINT and SIGTERM raise KeyboardInterrupt and are remembered.
 
-    Does nothing outside the main thread, or when SIGINT is not Python's
-    default handler (ignored by a parent, or the caller's own): that choice is
-    not the checker's to override.
+    Does nothing outside the main thread, and leaves alone a signal whose
+    handler is not Python's default (ignored by a parent, or the caller's
+    own): that choice is not the checker's to override.
     """
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    _Presses.pressed = False
+    taken = [signum for signum, default in STOP_SIGNALS.items() if signal.getsignal(signum) is default]
+    _Received.signum = None
     previous_hook = sys.unraisablehook
     sys.unraisablehook = _redeliver_or(previous_hook)
-    signal.signal(signal.SIGINT, _note_and_interrupt)
+    for signum in taken:
+        signal.signal(signum, _note_and_interrupt)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for signum in taken:
+            signal.signal(signum, STOP_SIGNALS[signum])
         sys.unraisablehook = previous_hook
-        _Presses.pressed = False
+        _Received.signum = None
