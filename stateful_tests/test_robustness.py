@@ -198,6 +198,16 @@ def test_p1_a_real_ctrl_c_stops_cleanly_with_130(argv: list[str], tmp_path: Path
         assert gone_soon(int(helper.read_text()))
 
 
+def test_a_sigterm_stops_cleanly_with_143_and_ends_the_engines(tmp_path: Path) -> None:
+    command = interruptible(["check", "--quiet", "--out", str(tmp_path / "out"), "--exec", f"sleep 1019 & echo $! > helper.pid; {SERVE}"], tmp_path)
+    time.sleep(3)
+    os.kill(command.pid, signal.SIGTERM)  # as a CI job's timeout does, to the checker alone
+    out, err = command.communicate(timeout=30)
+    assert command.returncode == 143, out + err
+    assert err.strip() == "prefixspec: terminated (SIGTERM); nothing was reported"
+    assert gone_soon(int((tmp_path / "helper.pid").read_text()))
+
+
 def test_p8_a_targets_prints_stay_off_the_report(tmp_path: Path) -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "prefixspec", "check", f"{HOSTILE_MODULE}:prints_in_every_call", "--quiet", "--steps", "30", "--out", str(tmp_path)],
