@@ -11,7 +11,7 @@ runs the same families by the ten thousand (``fuzzing/campaign.py``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,7 +34,7 @@ SEEDED = settings(
     deadline=None,
     derandomize=True,
     database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     phases=[Phase.explicit, Phase.generate, Phase.shrink],
 )
 """Reproducible runs: the same cases every time, no example database (make test leaves nothing behind)."""
@@ -57,50 +57,37 @@ def kept(sandbox: Sandbox, plan: Plan) -> None:
     assert not broken, f"{plan.case.argv}:\n" + "\n".join(broken)
 
 
-# Three groups, so that pytest-xdist spreads them over both workers, each of them about 15 s.
+# Three groups, so that pytest-xdist spreads the cases over both workers, about 20 s each.
+FUZZ_REPLAY, FUZZ_VERIFY, FUZZ_ENGINES = (pytest.mark.xdist_group(name) for name in ("fuzz-replay", "fuzz-verify", "fuzz-engines"))
+
+Drawn = Callable[[Path], st.SearchStrategy[Plan]]
+DRAWN = [
+    pytest.param(lambda scratch: trace_plans(scratch, "replay"), 150, marks=FUZZ_REPLAY, id="hostile traces through replay"),
+    pytest.param(lambda scratch: trace_plans(scratch, "verify"), 150, marks=FUZZ_VERIFY, id="hostile traces through verify"),
+    pytest.param(engine_plans, 25, marks=FUZZ_ENGINES, id="engines misbehaving at any line"),
+    pytest.param(interrupt_plans, 6, marks=FUZZ_ENGINES, id="Ctrl-C at any moment"),
+]
 
 
-@pytest.mark.xdist_group("fuzz-replay")
-@settings(SEEDED, max_examples=120)
-@given(data=st.data())
-def test_replay_survives_hostile_traces(sandbox: Sandbox, scratch: Path, data: st.DataObject) -> None:
-    kept(sandbox, data.draw(trace_plans(scratch, "replay")))
-
-
-@pytest.mark.xdist_group("fuzz-verify")
-@settings(SEEDED, max_examples=120)
-@given(data=st.data())
-def test_verify_survives_hostile_traces(sandbox: Sandbox, scratch: Path, data: st.DataObject) -> None:
-    kept(sandbox, data.draw(trace_plans(scratch, "verify")))
-
-
-@pytest.mark.xdist_group("fuzz-verify")
-def test_every_misbehaving_target_gets_its_documented_outcome(sandbox: Sandbox, scratch: Path) -> None:
-    for plan in target_plans(scratch):
+@pytest.mark.parametrize(("plans", "examples"), DRAWN)
+def test_drawn_cases_keep_every_promise(sandbox: Sandbox, scratch: Path, plans: Drawn, examples: int) -> None:
+    @settings(SEEDED, max_examples=examples)
+    @given(plan=plans(scratch))
+    def case(plan: Plan) -> None:
         kept(sandbox, plan)
 
+    case()
 
-@pytest.mark.xdist_group("fuzz-replay")
-def test_every_misbehaving_engine_gets_its_documented_outcome(sandbox: Sandbox, scratch: Path) -> None:
-    for plan in engine_table(scratch):
+
+Table = Callable[[Path], list[Plan]]
+TABLES = [
+    pytest.param(target_plans, marks=FUZZ_VERIFY, id="every misbehaving target"),
+    pytest.param(engine_table, marks=FUZZ_REPLAY, id="every misbehaving engine"),
+    pytest.param(option_plans, marks=FUZZ_ENGINES, id="every odd option set"),
+]
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_every_case_of_the_tables_gets_its_documented_outcome(sandbox: Sandbox, scratch: Path, table: Table) -> None:
+    for plan in table(scratch):
         kept(sandbox, plan)
-
-
-@pytest.mark.xdist_group("fuzz-engines")
-@settings(SEEDED, max_examples=30)
-@given(data=st.data())
-def test_engines_misbehaving_at_any_line(sandbox: Sandbox, scratch: Path, data: st.DataObject) -> None:
-    kept(sandbox, data.draw(engine_plans(scratch)))
-
-
-@pytest.mark.xdist_group("fuzz-engines")
-def test_odd_options_are_refused_in_one_line(sandbox: Sandbox, scratch: Path) -> None:
-    for plan in option_plans(scratch):
-        kept(sandbox, plan)
-
-
-@pytest.mark.xdist_group("fuzz-engines")
-@settings(SEEDED, max_examples=6)
-@given(data=st.data())
-def test_ctrl_c_stops_every_command_cleanly(sandbox: Sandbox, scratch: Path, data: st.DataObject) -> None:
-    kept(sandbox, data.draw(interrupt_plans(scratch)))
