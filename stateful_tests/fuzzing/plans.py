@@ -19,6 +19,7 @@ that must never reach its stdout (a target's prints).  The families:
 
 from __future__ import annotations
 
+import re
 import shlex
 import signal
 import sys
@@ -59,6 +60,8 @@ class Plan:
     files: tuple[tuple[str, bytes], ...] = ()
     never_on_stdout: tuple[str, ...] = field(default=(PRINTED, PRINTED_AT_IMPORT))
     """A target's prints: they go to stderr, never into the report."""
+    trace: bytes | None = None
+    """The trace file the command reads, whose line an error must name truly."""
 
     def broken_promises(self, ran: Ran) -> list[str]:
         """What in ``ran`` this plan's documentation does not allow (``sandbox.problems`` and the words)."""
@@ -69,7 +72,38 @@ class Plan:
         found.extend(f"its stdout holds a target's print {text[:30]!r}..." for text in self.never_on_stdout if text in ran.stdout)
         if ran.status == INTERRUPTED and "prefixspec: interrupted (Ctrl-C)" not in ran.stderr:
             found.append(f"exit status 130 without the interrupted line: {ran.stderr[-600:]}")
+        if self.trace is not None and ran.status == 2:
+            found.extend(named_line_problems(ran.stderr, self.trace))
         return found
+
+
+TRACE_ERROR = re.compile(r"prefixspec: line (\d+): [^:]+: (.*)")
+QUOTED = re.compile(r"(?:got|call|handle|name) '([A-Za-z0-9_\[\] =-]{1,40})'")
+"""A plain fragment an error quotes from its line, not what it expected (a word of other characters is quoted
+escaped, and not compared)."""
+
+
+def named_line_problems(stderr: str, trace: bytes) -> list[str]:
+    """What is untrue in a trace error's line: a line the file lacks, a comment blamed, a quote from elsewhere.
+
+    Lines end at ``\\n`` alone; a form feed, a lone ``\\r`` or U+2028 inside a
+    line is part of it (T5).
+    """
+    found = TRACE_ERROR.match(stderr.strip())
+    if found is None:
+        return []
+    number, message = int(found[1]), found[2]
+    lines = trace.split(b"\n")
+    if not 1 <= number <= len(lines):
+        return [f"the error names line {number} of a file of {len(lines)} lines: {message[:200]}"]
+    line = lines[number - 1].decode("utf-8", "replace")
+    problems: list[str] = []
+    if line.strip().startswith("#") and "UTF-8" not in message and "empty trace" not in message:
+        problems.append(f"the error blames line {number}, a comment ({line[:80]!r}): {message[:200]}")
+    problems.extend(
+        f"the error quotes {quote!r}, which line {number} ({line[:80]!r}) does not hold" for quote in QUOTED.findall(message)[:1] if quote not in line
+    )
+    return problems
 
 
 def in_scratch(
@@ -100,7 +134,8 @@ def trace_plans(draw: st.DrawFn, scratch: Path, command: str | None = None) -> P
     path = scratch / "case.trace"
     commands = [argv for argv in trace_commands(str(path), str(scratch)) if command is None or argv[0] == command]
     argv = draw(st.sampled_from(commands))
-    return Plan("trace", in_scratch(scratch, argv, TRACE_LIMIT), files=((str(path), draw(hostile_traces())),))
+    trace = draw(hostile_traces())
+    return Plan("trace", in_scratch(scratch, argv, TRACE_LIMIT), files=((str(path), trace),), trace=trace)
 
 
 # Targets ------------------------------------------------------------------------------------------
