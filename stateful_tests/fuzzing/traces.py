@@ -1,11 +1,11 @@
 """Hostile trace files, as a Hypothesis strategy: the golden trace, mutated.
 
 ``hostile_traces`` takes a window of the golden trace's lines (its header
-kept), then applies up to eight mutations: bytes flipped, inserted or deleted
+kept), then applies up to eight mutations (in the shapes its docstring says): bytes flipped, inserted or deleted
 (bytes that are not UTF-8 among them), odd line separators (form feed, lone
 ``\\r``, U+2028, NUL...), numbers replaced by superscripts, other scripts'
-digits or 5,000 digits, results replaced, lines duplicated, dropped, swapped,
-cut short, or made into a match of up to 2,000 tokens.
+digits or 5,000 digits, results replaced, lines duplicated, dropped,
+swapped, cut short, or made into a match of up to 2,000 tokens.
 
 Lines stay short of the 60,000 tokens that made a match quadratic (T6, the
 spec's to fix): a hostile trace is about the reading, not the spec's speed.
@@ -54,6 +54,8 @@ ODD_WORDS = (
     "ProtocolError",
     "é",
 )
+HEADER_VALUES = ("0", "00", "-1", "²", "9" * 5000, "1" * 4001, "", "two", "1 2", str(2**32), "strict", "sglang", "use=x,evict=y", "use=path")
+"""What the block_size and rules lines are given: none of them a block size, few of them a rule set."""
 BAD_BYTES = (b"\xff", b"\xfe", b"\xc3", b"\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf")
 LONGEST_MATCH = 2000
 """Tokens of the longest match line a mutation writes."""
@@ -97,6 +99,12 @@ def _lines_edit(data: bytes, kind: str, where: int, what: object) -> bytes:
     elif kind == "swap":
         other = int(str(what)) % len(lines)
         lines[line], lines[other] = lines[other], lines[line]
+    elif kind == "header":  # the block_size line (0) or the rules line (1), whose values every later line depends on
+        word = (b"block_size", b"rules")[where]
+        for index, text in enumerate(lines):
+            if text.startswith(word):
+                lines[index] = word + b" " + str(what).encode("utf-8")
+                break
     elif kind == "long_match":
         tokens = " ".join(str(token % 7) for token in range(int(str(what))))
         lines[line] = f"n{line}x = match [{tokens}]".encode()
@@ -127,9 +135,27 @@ def mutate(data: bytes, mutations: Sequence[Mutation]) -> bytes:
     return data
 
 
+SEPARATOR = st.tuples(st.just("insert"), POSITION, st.sampled_from(LINE_BREAKERS).map(lambda text: text.encode("utf-8")))
+
+
 @st.composite
 def hostile_traces(draw: st.DrawFn) -> bytes:
-    """A trace file's bytes: a window of the golden trace (its header kept), then up to eight mutations."""
+    """A trace file's bytes: a window of the golden trace (its header kept), then mutations, in one of three shapes.
+
+    - one in four: its block size or rule set changed alone, the values
+      every later line depends on;
+    - one in four: an odd line separator somewhere, then one more mutation,
+      whose error must still name its true line;
+    - the rest: zero to eight mutations, one alone in half of them (a file
+      broken in one place gets past the reading to the replay, where most
+      files broken in several stop at their first error).
+    """
     kept = draw(st.integers(2, len(GOLDEN_LINES)))
     start = b"\n".join(GOLDEN_LINES[:kept]) + b"\n"
-    return mutate(start, draw(st.lists(MUTATION, max_size=8)))
+    shape = draw(st.integers(0, 3))
+    if shape == 0:
+        return mutate(start, [("header", draw(st.sampled_from([0, 1])), draw(st.sampled_from(HEADER_VALUES)))])
+    if shape == 1:
+        return mutate(start, [draw(SEPARATOR), draw(MUTATION)])
+    count = draw(st.one_of(st.just(1), st.integers(0, 8)))
+    return mutate(start, draw(st.lists(MUTATION, min_size=count, max_size=count)))
