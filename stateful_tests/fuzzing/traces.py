@@ -54,6 +54,8 @@ ODD_WORDS = (
     "ProtocolError",
     "é",
 )
+ODD_RESULTS = (*ODD_WORDS, *(f"[{number}]" for number in ODD_NUMBERS), "[1 ²]", "4 [10 ٣] n1", "new [²]", "crash ValueError: x")
+"""What a recorded result is replaced by: odd words, and lists of odd numbers (what ``verify`` reads block ids from)."""
 HEADER_VALUES = ("0", "00", "-1", "²", "9" * 5000, "1" * 4001, "", "two", "1 2", str(2**32), "strict", "sglang", "use=x,evict=y", "use=path")
 """What the block_size and rules lines are given: none of them a block size, few of them a rule set."""
 BAD_BYTES = (b"\xff", b"\xfe", b"\xc3", b"\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf")
@@ -76,7 +78,7 @@ MUTATION = st.one_of(
     st.tuples(st.just("insert"), POSITION, INSERTED),
     st.tuples(st.just("delete"), POSITION, st.integers(1, 64)),
     st.tuples(st.just("number"), POSITION, st.sampled_from(ODD_NUMBERS)),
-    st.tuples(st.just("result"), POSITION, st.sampled_from(ODD_WORDS)),
+    st.tuples(st.just("result"), POSITION, st.sampled_from(ODD_RESULTS)),
     st.tuples(st.just("duplicate"), POSITION, st.integers(1, 50)),
     st.tuples(st.just("drop"), POSITION, st.integers(1, 20)),
     st.tuples(st.just("swap"), POSITION, POSITION),
@@ -140,22 +142,25 @@ SEPARATOR = st.tuples(st.just("insert"), POSITION, st.sampled_from(LINE_BREAKERS
 
 @st.composite
 def hostile_traces(draw: st.DrawFn) -> bytes:
-    """A trace file's bytes: a window of the golden trace (its header kept), then mutations, in one of three shapes.
+    """A trace file's bytes: a window of the golden trace (its header kept), then mutations, in one of four shapes.
 
-    - one in four: its block size or rule set changed alone, the values
+    - one in five: its block size or rule set changed alone, the values
       every later line depends on;
-    - one in four: an odd line separator somewhere, then one more mutation,
+    - one in five: an odd line separator somewhere, then one more mutation,
       whose error must still name its true line;
+    - one in five: one recorded result replaced alone (what ``verify`` reads);
     - the rest: zero to eight mutations, one alone in half of them (a file
       broken in one place gets past the reading to the replay, where most
       files broken in several stop at their first error).
     """
     kept = draw(st.integers(2, len(GOLDEN_LINES)))
     start = b"\n".join(GOLDEN_LINES[:kept]) + b"\n"
-    shape = draw(st.integers(0, 3))
+    shape = draw(st.integers(0, 4))
     if shape == 0:
         return mutate(start, [("header", draw(st.sampled_from([0, 1])), draw(st.sampled_from(HEADER_VALUES)))])
     if shape == 1:
         return mutate(start, [draw(SEPARATOR), draw(MUTATION)])
+    if shape == 2:
+        return mutate(start, [("result", draw(POSITION), draw(st.sampled_from(ODD_RESULTS)))])
     count = draw(st.one_of(st.just(1), st.integers(0, 8)))
     return mutate(start, draw(st.lists(MUTATION, min_size=count, max_size=count)))
