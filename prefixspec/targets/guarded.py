@@ -120,9 +120,10 @@ class Guard:
         self._running = True
         self._what, self._where = what, where
         saved = sys.stdout
-        sys.stdout = sys.stderr  # the target's prints go to stderr: stdout carries the report
-        timed = limit and self._arm()
+        timed = False
         try:
+            sys.stdout = sys.stderr  # the target's prints go to stderr: stdout carries the report
+            timed = limit and self._arm()
             try:
                 return function(*arguments)
             finally:
