@@ -5,13 +5,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export HYPOTHESIS_PROFILE ?= ci
 
-.PHONY: help check test lint typecheck pytest fixtures deep crosshair hunt bench engines mutation clean
+.PHONY: help check test lint typecheck pytest fixtures deep crosshair hunt fuzz bench engines mutation clean
 
 help:
 	@echo "make check     - the main job: check impl.RadixCache against the spec (ci profile)"
 	@echo "make test      - mypy --strict, then the whole test suite (ci profile)"
 	@echo "make deep      - long exploration: prefixspec check --profile deep (example database in .hypothesis/)"
 	@echo "make hunt      - plant the seed's twelve bugs in impl/ and show what catches each"
+	@echo "make fuzz      - the long fuzz campaign of the command line: 10,000 hostile cases, counted (about 20 min)"
 	@echo "make fixtures  - regenerate the golden traces from the spec"
 	@echo "make bench     - benchmark impl against SGLang's RadixCache and the spec: docs/perf.md, bench/results/ (installs .venv-bench)"
 	@echo "make engines   - SGLang's real RadixCache through the kit under every policy: docs/engines.md (installs .venv-bench)"
@@ -50,6 +51,12 @@ deep: $(STAMP)
 
 hunt: $(STAMP)
 	$(BIN)/prefixspec hunt
+
+# The long campaign of stateful_tests/test_fuzz.py's cases (issue 13): hostile traces,
+# misbehaving targets and engines, odd options, Ctrl-C; each case a process of its own.
+FUZZ_CASES ?= 10000
+fuzz: $(STAMP)
+	$(BIN)/python -m stateful_tests.fuzzing.campaign --cases $(FUZZ_CASES)
 
 # The benchmarks (issue 7) run in their own venv, created from nothing when it is missing:
 # the CPU torch this machine's pip serves, SGLang without its dependencies, then the

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from prefixspec.commands.options import positive_int
 from prefixspec.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +31,7 @@ def add_bench_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="benchmark impl against SGLang's RadixCache and the spec; write docs/perf.md (make bench installs SGLang)",
     )
     parser.add_argument("--quick", action="store_true", help="a smoke test of every step; writes under --results only")
-    parser.add_argument("--reps", type=int, default=None, help="repetitions of each measurement (default 7)")
+    parser.add_argument("--reps", type=positive_int, default=None, help="repetitions of each measurement (default 7)")
     parser.add_argument("--no-sglang", action="store_true", help="measure impl and the spec only")
     parser.add_argument("--results", default=None, help="directory of the raw results (default bench/results)")
     parser.add_argument("--docs", default=None, help="directory of perf.md and its plots (default docs)")

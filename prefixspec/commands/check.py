@@ -9,7 +9,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from spec.api import CacheFactory
-from prefixspec.commands.options import add_exec_options, add_rules_option, positive_int, run_on_target
+from prefixspec.commands.options import (
+    MOST_ENGINE_STEPS,
+    add_exec_options,
+    add_rules_option,
+    engine_steps,
+    output_file,
+    output_folder,
+    run_on_target,
+)
 from prefixspec.running.profiles import PROFILES
 from prefixspec.running.stages import RunPlan, run_check
 from prefixspec.targets.loading import DEFAULT_TARGET
@@ -20,7 +28,9 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     check.add_argument("target", nargs="?", default=None, help=f"module:factory, factory(block_size) -> cache (default {DEFAULT_TARGET})")
     add_exec_options(check, "instead of a TARGET")
     check.add_argument("--profile", choices=PROFILES, default="ci", help="Hypothesis profile: ci (reproducible, minutes) or deep (long); default ci")
-    check.add_argument("--steps", type=positive_int, default=3000, help="engine steps each engine example must reach (default 3000)")
+    check.add_argument(
+        "--steps", type=engine_steps, default=3000, help=f"engine steps each engine example must reach (default 3000, at most {MOST_ENGINE_STEPS:,})"
+    )
     check.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: derandomized in ci, random in deep)")
     check.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON to FILE")
     check.add_argument("--out", metavar="DIR", default="counterexamples", help="where counterexample traces go (default counterexamples/)")
@@ -30,6 +40,10 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def command_check(arguments: argparse.Namespace) -> int:
+    # Where the results go is checked before the run, so a long check never ends unable to write them.
+    output_folder(arguments.out)
+    if arguments.json is not None:
+        output_file(arguments.json, "--json")
     return run_on_target(arguments, run_and_report)
 
 

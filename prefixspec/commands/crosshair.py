@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import spec
+from prefixspec.commands.options import positive_int
 from prefixspec.errors import UsageError
 
 ROOT = Path(spec.__file__).resolve().parent.parent
@@ -352,7 +353,7 @@ def format_table(verdicts: Sequence[Verdict]) -> str:
 
 def add_crosshair_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("crosshair", help="prove the contracts of spec/arith.py with CrossHair (needs crosshair-tool: the dev extra)")
-    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="crosshair processes at a time (default: 2)")
+    parser.add_argument("--jobs", type=positive_int, default=min(2, os.cpu_count() or 1), help="crosshair processes at a time (default: 2)")
     parser.set_defaults(run=command_crosshair)
 
 

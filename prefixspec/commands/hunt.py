@@ -7,13 +7,14 @@ import sys
 import time
 from pathlib import Path
 
-from prefixspec.commands.options import add_rules_option
+from prefixspec.commands.options import add_rules_option, output_folder
 from prefixspec.running.hunt import hunt, table
 from prefixspec.running.profiles import PROFILES
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, read_catalogue
 
 
 def command_hunt(arguments: argparse.Namespace) -> int:
+    output_folder(arguments.out)
     catalogue = read_catalogue(Path(arguments.catalogue))
     started = time.perf_counter()
     results = hunt(

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from spec.api import CacheFactory
-from prefixspec.commands.options import add_exec_options, run_on_target
+from prefixspec.commands.options import add_exec_options, output_folder, run_on_target
 from prefixspec.running.identify import IDENTIFY_EXAMPLES, IDENTIFY_STEPS, identify
 from prefixspec.running.stages import RunPlan
 from prefixspec.targets.loading import DEFAULT_TARGET
@@ -24,6 +24,7 @@ def add_identify_command(commands: argparse._SubParsersAction[argparse.ArgumentP
 
 
 def command_identify(arguments: argparse.Namespace) -> int:
+    output_folder(arguments.out)
     return run_on_target(arguments, identify_and_report)
 
 

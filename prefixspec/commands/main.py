@@ -1,15 +1,20 @@
 """The ``prefixspec`` command line: every command, assembled; exit statuses and one-line errors.
 
 Exit status: 0 when everything holds, 1 when the cache disagrees with the spec
-(a minimised counterexample trace is written) or an engine driven with
-``--exec`` broke the line protocol mid-run, 2 for bad usage (an unknown
-option, a target that cannot be loaded, a trace that cannot be read, an
-engine that does not start or fails the handshake).
+(a minimised counterexample trace is written) or fails as a program mid-run
+(an engine driven with ``--exec`` broke the line protocol; a Python target
+hung past ``--timeout``, called ``sys.exit`` or raised ``KeyboardInterrupt``
+itself), 2 for bad usage (an unknown option, an output path that cannot be
+written, a target that cannot be loaded, a trace or catalogue that cannot be
+read, an engine that does not start or fails the handshake), 130 when the user
+pressed Ctrl-C (143 for SIGTERM): the run stops, its engines are stopped, nothing is reported.  Every option is checked before any work starts, and no
+outcome is a Python traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
@@ -23,6 +28,7 @@ from prefixspec.commands.identify import add_identify_command
 from prefixspec.commands.replay import add_replay_command
 from prefixspec.commands.verify import add_verify_command
 from prefixspec.errors import UsageError
+from prefixspec.targets.interrupts import stop_signal, watching_stop_signals
 from prefixspec.targets.pipe import EngineProtocolError
 from prefixspec.vocabulary import TraceFormatError
 
@@ -48,15 +54,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def stopped(signum: int) -> int:
+    """The one line and the exit status of a command stopped by ``signum``: 130 for Ctrl-C, 143 for SIGTERM (128 + N, as a shell says)."""
+    how = "interrupted (Ctrl-C)" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+    print(f"prefixspec: {how}; nothing was reported", file=sys.stderr)
+    return 128 + signum
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    arguments = parser.parse_args(argv)
-    try:
-        run: Callable[[argparse.Namespace], int] = arguments.run
-        return run(arguments)
-    except (UsageError, TraceFormatError, OSError) as error:
-        print(f"prefixspec: {error}", file=sys.stderr)
-        return 2
-    except TargetFailure as failure:  # an engine that broke the protocol outside a check's stages
-        print(failure, file=sys.stderr)
-        return 2 if isinstance(failure, EngineProtocolError) and failure.before_handshake else 1
+    with watching_stop_signals():
+        try:
+            arguments = parser.parse_args(argv)  # a bad option exits 2 here, with argparse's usage lines
+            run: Callable[[argparse.Namespace], int] = arguments.run
+            return run(arguments)
+        except (UsageError, TraceFormatError, OSError) as error:
+            print(f"prefixspec: {error}", file=sys.stderr)
+            return 2
+        except TargetFailure as failure:  # a target that failed as a program outside a check's stages
+            print(failure, file=sys.stderr)
+            return 2 if isinstance(failure, EngineProtocolError) and failure.before_handshake else 1
+        except KeyboardInterrupt:  # the user's Ctrl-C or a SIGTERM (a target's own is a TargetFailure); engines stopped on the way out
+            return stopped(stop_signal() or signal.SIGINT)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shlex
 from collections.abc import Callable
+from pathlib import Path
 
 from spec.api import RULE_PRESETS, CacheFactory, Rules, parse_rules
 from prefixspec.errors import UsageError
@@ -16,15 +18,26 @@ from prefixspec.targets.pipe import DEFAULT_TIMEOUT, EngineProtocolError, PipeEn
 LONGEST_TIMEOUT = 86_400.0
 """A day: the longest per-call timeout accepted (select() cannot wait for ever, nor should a check)."""
 
+MOST_ENGINE_STEPS = 1_000_000
+"""The most ``--steps`` accepted: at about 2,000 engine steps a second, some 8 minutes an engine example."""
 
-def positive_int(text: str) -> int:
+
+def positive_int(text: str, most: int | None = None) -> int:
+    """``text`` as a whole number of at least 1 (and at most ``most``), else argparse's one-line error."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    if most is not None and value > most:
+        raise argparse.ArgumentTypeError(f"{value} is more than the most accepted, {most:,}")
     return value
+
+
+def engine_steps(text: str) -> int:
+    """``--steps``: from 1 to MOST_ENGINE_STEPS engine steps an example."""
+    return positive_int(text, MOST_ENGINE_STEPS)
 
 
 def positive_seconds(text: str) -> float:
@@ -35,6 +48,37 @@ def positive_seconds(text: str) -> float:
     if not (value > 0 and math.isfinite(value)) or value > LONGEST_TIMEOUT:
         raise argparse.ArgumentTypeError(f"{text} is not a number of seconds above 0 and at most {LONGEST_TIMEOUT:g}")
     return value
+
+
+def output_folder(path: str, option: str = "--out") -> Path:
+    """The folder ``option`` names, checked before any work: UsageError when it is a file or cannot be made there.
+
+    The folder is not made yet: a run that writes nothing leaves none behind.
+    """
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{option} {path}: it is a file, not a folder for the counterexamples")
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{option} {path}: {existing} is a file, so the folder cannot be made")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: {existing} is not writable")
+    return folder
+
+
+def output_file(path: str, option: str) -> Path:
+    """The file ``option`` names, checked before any work: UsageError when it is a folder, or its folder is missing or read-only."""
+    file = Path(path)
+    if file.is_dir():
+        raise UsageError(f"{option} {path}: it is a folder, not a file")
+    folder = file.parent
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: there is no folder {folder} to write it in")
+    if not os.access(folder, os.W_OK | os.X_OK) or (file.exists() and not os.access(file, os.W_OK)):
+        raise UsageError(f"{option} {path}: it cannot be written")
+    return file
 
 
 def add_exec_options(parser: argparse.ArgumentParser, what: str) -> None:
@@ -49,7 +93,7 @@ def add_exec_options(parser: argparse.ArgumentParser, what: str) -> None:
         metavar="SECONDS",
         type=positive_seconds,
         default=DEFAULT_TIMEOUT,
-        help=f"with --exec: seconds the engine may take to answer one call (default {DEFAULT_TIMEOUT:g})",
+        help=f"seconds the cache may take to answer one call, an engine's (--exec) or a Python target's (default {DEFAULT_TIMEOUT:g})",
     )
 
 
@@ -69,6 +113,22 @@ def exec_engine(arguments: argparse.Namespace, other: str) -> PipeEngine | None:
         failure.before_handshake = True  # an engine that cannot make one cache cannot be checked: usage, exit 2
         raise
     return engine
+
+
+TargetRun = Callable[[CacheFactory, str, str, argparse.Namespace], int]
+"""A command's work on one target: (factory, the target's name, how replay names it, the options) -> exit status."""
+
+
+def run_on_target(arguments: argparse.Namespace, run: TargetRun) -> int:
+    """``run`` on the command's TARGET (default impl:RadixCache) or its ``--exec`` engine, each call within ``--timeout``."""
+    engine = exec_engine(arguments, "target")
+    if engine is None:
+        # None is the default target; "" is no target at all, which the loading refuses.
+        target = DEFAULT_TARGET if arguments.target is None else arguments.target
+        return run(load_target(target, arguments.timeout), target, f"--target {target}", arguments)
+    with engine:
+        named = exec_name(arguments)
+        return run(engine, named, named, arguments)
 
 
 def exec_name(arguments: argparse.Namespace) -> str:
@@ -94,18 +154,3 @@ def add_rules_option(parser: argparse.ArgumentParser, default: str | None = "str
         help=f"the rule set the spec follows: a preset ({presets}) or use=path|path+split-tail,evict=lru|lfu|fifo|mru|filo"
         + (f" (default {default})" if default else " (default: the trace's own rules line)"),
     )
-
-
-TargetRun = Callable[[CacheFactory, str, str, argparse.Namespace], int]
-"""``run(factory, the target's name, what follows 'prefixspec replay FILE' to name it again, arguments)``."""
-
-
-def run_on_target(arguments: argparse.Namespace, run: TargetRun) -> int:
-    """``run`` on the positional TARGET (default ``impl:RadixCache``) or on the ``--exec`` engine, closed after."""
-    engine = exec_engine(arguments, "target")
-    if engine is None:
-        target = arguments.target or DEFAULT_TARGET
-        return run(load_target(target), target, f"--target {target}", arguments)
-    with engine:
-        named = exec_name(arguments)
-        return run(engine, named, named, arguments)

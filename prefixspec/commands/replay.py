@@ -26,8 +26,8 @@ def command_replay(arguments: argparse.Namespace) -> int:
     trace = read_trace(arguments.file)
     if arguments.rules is not None:
         trace.rules = arguments.rules
-    expected_divergence = replay(trace, SpecCache(trace.block_size, trace.rules), functools.partial(SpecCache, rules=trace.rules))
     if arguments.target is None and arguments.exec is None:
+        expected_divergence = replay(trace, SpecCache(trace.block_size, trace.rules), functools.partial(SpecCache, rules=trace.rules))
         if expected_divergence is not None:
             print(f"{arguments.file}: the spec does not give the recorded results\n{expected_divergence.describe()}")
             return 1
@@ -35,7 +35,7 @@ def command_replay(arguments: argparse.Namespace) -> int:
         return 0
     engine = exec_engine(arguments, "target")
     if engine is None:
-        return replay_beside_spec(trace, arguments.file, load_target(arguments.target), arguments.target)
+        return replay_beside_spec(trace, arguments.file, load_target(arguments.target, arguments.timeout), arguments.target)
     with engine:
         return replay_beside_spec(trace, arguments.file, engine, exec_name(arguments))
 

@@ -6,12 +6,10 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from prefixspec.commands.options import add_rules_option
+from prefixspec.commands.options import add_rules_option, output_file, positive_seconds
 from prefixspec.errors import UsageError
 from prefixspec.formats.trace import Step, Trace, read_trace
 from prefixspec.running.recorded import Recording, shrink
-
-
 
 
 def describe_call(step: Step) -> str:
@@ -55,6 +53,9 @@ def shrunk_trace(file: str, recording: Recording, kept: Sequence[int]) -> Trace:
 
 
 def command_verify(arguments: argparse.Namespace) -> int:
+    out = Path(arguments.out) if arguments.out else Path(arguments.file).with_suffix(".shrunk.trace")
+    if arguments.shrink:
+        output_file(str(out), "--out")  # checked before the replay and the cut, which may take minutes
     trace = read_trace(arguments.file)
     if arguments.rules is not None:
         trace.rules = arguments.rules
@@ -66,7 +67,6 @@ def command_verify(arguments: argparse.Namespace) -> int:
     if status == 0 or not arguments.shrink:
         return status
     kept = shrink(recording, time_budget=arguments.time_budget)
-    out = Path(arguments.out) if arguments.out else Path(arguments.file).with_suffix(".shrunk.trace")
     out.write_text(shrunk_trace(arguments.file, recording, kept).text(), encoding="utf-8")
     print(f"shrunk to {len(kept)} of {len(trace.steps)} calls: {out} (prefixspec verify {out} shows the divergence on its last line)")
     return status
@@ -77,7 +77,7 @@ def add_verify_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     verify.add_argument("file", help="a recorded trace: calls with the engine's results after '->' (docs/recording.md)")
     verify.add_argument("--shrink", action="store_true", help="also cut the trace to the fewest calls that still diverge")
     verify.add_argument("--out", metavar="FILE", default=None, help="where --shrink writes the cut trace (default FILE with .shrunk.trace)")
-    verify.add_argument("--time-budget", metavar="SECONDS", type=float, default=60.0, help="stop cutting after this long (default 60)")
+    verify.add_argument("--time-budget", metavar="SECONDS", type=positive_seconds, default=60.0, help="stop cutting after this long (default 60)")
     add_rules_option(verify, default=None)
     verify.set_defaults(run=command_verify)
 

@@ -26,7 +26,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spec.api import RULE_PRESETS, CacheFactory, NodeId, PrefixCache, Rules, parse_rules
+from spec.api import RULE_PRESETS, CacheFactory, NodeId, PrefixCache, Rules, TargetFailure, parse_rules
 from prefixspec.vocabulary import (
     Call,
     TraceFormatError,
@@ -178,6 +178,23 @@ def read_trace(path: str | Path) -> Trace:
 
 # Running --------------------------------------------------------------------------------
 
+PASSED_ON: tuple[type[BaseException], ...] = (KeyboardInterrupt, SystemExit, TargetFailure)
+"""What a call raises that is no outcome of the call: the user's Ctrl-C, an exit, a target that failed as a program.
+
+Every other exception, ``BaseException`` subclasses and ``GeneratorExit``
+included, is the call's outcome (``crash Type: message``), compared like any other.
+"""
+
+
+def outcome_text(error: BaseException) -> str:
+    """``error`` as a result writes it; a message that cannot even be made into text is named so."""
+    try:
+        return error_name(error)
+    except PASSED_ON:
+        raise
+    except BaseException as broken:  # an exception whose __str__ raises: its type still says what happened
+        return f"crash {type(error).__name__}: (its message raised {type(broken).__name__})"
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -207,7 +224,9 @@ class CallRunner:
             if node == self.cache.root:
                 return "root"
             return self.name_by_node.get(node)
-        except Exception:  # a node whose == or hash raises is no node any handle names
+        except PASSED_ON:
+            raise
+        except BaseException:  # a node whose == or hash raises is no node any handle names
             return None
 
     def node_of(self, handle: str) -> NodeId:
@@ -225,12 +244,14 @@ class CallRunner:
         return self.foreign(size).insert([0] * (2 * size), [0, 1]).node
 
     def run(self, call: Call) -> Outcome:
-        """Make ``call`` on the cache; any exception becomes the outcome, never escapes."""
+        """Make ``call`` on the cache; any exception becomes the outcome, but those of ``PASSED_ON``, which escape."""
         try:
             value = invoke(self.cache, call, self.node_of)
             text = render_result(call.kind, value, lambda node: self.written_node(node, call.name))
-        except Exception as error:  # the outcome of a call may be any error; the caller compares it
-            return Outcome(error_name(error), None, error)
+        except PASSED_ON:
+            raise
+        except BaseException as error:  # the outcome of a call may be any error, GeneratorExit too; the caller compares it
+            return Outcome(outcome_text(error), None, error)
         return Outcome(text, value)
 
     def written_node(self, node: NodeId, name: str) -> str:

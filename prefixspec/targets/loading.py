@@ -1,4 +1,10 @@
-"""Loading the cache under test from a ``module:factory`` target; usage errors, each one line."""
+"""Loading the cache under test from a ``module:factory`` target; usage errors, each one line.
+
+The target's code (its import, the factory, one sample cache) runs under a
+``guarded.Guard``, so whatever it does there (raise anything, call
+``sys.exit``, raise ``KeyboardInterrupt``, print) ends as a ``TargetError``,
+never a traceback or a silent exit; only the user's own Ctrl-C goes on.
+"""
 
 from __future__ import annotations
 
@@ -6,46 +12,73 @@ import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import TypeVar
 
 from spec.api import CacheFactory
 from prefixspec.errors import TargetError
+from prefixspec.targets.guarded import Guard, GuardedFactory, TargetCrash, one_line, raised_at
 from prefixspec.vocabulary import INTERFACE
 
 DEFAULT_TARGET = "impl:RadixCache"
 
+Loaded = TypeVar("Loaded")
 
-def load_factory(target: str) -> CacheFactory:
-    """The factory a ``module:attribute`` target names, checked by building one cache."""
+
+def loading(guard: Guard, what: str, function: Callable[..., Loaded], *arguments: object, limit: bool = True) -> Loaded:
+    """``function(*arguments)``, the target's code ``what``, under ``guard``; whatever it raises, a one-line TargetError."""
+    try:
+        return guard.run(what, "", function, *arguments, limit=limit)
+    except (KeyboardInterrupt, TargetError):
+        raise  # the guard lets only the user's Ctrl-C through; a TargetError is one already
+    except TargetCrash as crash:
+        raise TargetError(f"{what} {crash.deed}") from None
+    except BaseException as error:  # any failure of the user's code while loading is a usage error, reported in one line
+        raise TargetError(f"{what} raised {type(error).__name__}: {one_line(error)}{raised_at(error)}") from None
+
+
+def load_factory(target: str, timeout: float | None = None) -> CacheFactory:
+    """The factory a ``module:attribute`` target names, guarded (``timeout`` seconds a call), checked by building one cache."""
     module_name, colon, attribute = target.partition(":")
     if not colon or not module_name or not attribute:
         raise TargetError(f"target {target!r} must look like module:factory (for example impl:RadixCache)")
     if str(Path.cwd()) not in sys.path and "" not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # so a module beside the user's working directory is found
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as error:  # any import failure of the user's module is a usage error, reported in one line
-        raise TargetError(f"cannot import {module_name!r}: {type(error).__name__}: {error}") from None
-    factory: object = module
-    for part in attribute.split("."):
-        if not hasattr(factory, part):
-            raise TargetError(f"module {module_name!r} has no attribute {attribute!r}")
-        factory = getattr(factory, part)
+    guard = Guard(target, timeout)
+    # No time limit on the import: a real engine's import (torch, CUDA) may take longer than any call.
+    module = loading(guard, f"cannot import {module_name!r}: it", importlib.import_module, module_name, limit=False)
+    factory = loading(guard, f"reading {attribute!r} of module {module_name!r}", _attribute, module, module_name, attribute)
     if not callable(factory):
         raise TargetError(f"{target} is a {type(factory).__name__}, not a callable factory(block_size)")
-    return check_factory(target, factory)
+    return check_factory(target, factory, guard)
 
 
-def check_factory(target: str, factory: Callable[..., object]) -> CacheFactory:
-    """``factory`` itself, once one cache of block size 2 it builds has every call of the interface."""
-    try:
-        sample = factory(2)
-    except Exception as error:  # as above: the user's factory failing is reported, not raised
-        raise TargetError(f"{target}(2) raised {type(error).__name__}: {error}") from None
-    missing = [name for name in INTERFACE if not hasattr(sample, name)]
+def _attribute(module: object, module_name: str, attribute: str) -> object:
+    found = module
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise TargetError(f"module {module_name!r} has no attribute {attribute!r}")
+        found = getattr(found, part)
+    return found
+
+
+def check_factory(target: str, factory: Callable[[int], object], guard: Guard | None = None) -> CacheFactory:
+    """``factory`` under ``guard`` (default: one without a time limit), once a cache of block size 2 it builds has every call of the interface."""
+    guard = guard if guard is not None else Guard(target, None)
+    sample = loading(guard, f"{target}(2)", factory, 2)
+    missing = loading(guard, f"reading the calls of {target}(2)", _missing_calls, sample)
     if missing:
         raise TargetError(
             f"{target}(2) returned a {type(sample).__name__}, which lacks {', '.join(missing)} of the PrefixCache interface"
         )
-    # The interface was checked on a sample above; the factory's own annotations are the user's.
-    return cast(CacheFactory, factory)
+    return GuardedFactory(factory, guard)
+
+
+def _missing_calls(sample: object) -> list[str]:
+    """The calls of the interface ``sample`` lacks; a property that raises otherwise (a root not ready) raises here."""
+    missing: list[str] = []
+    for name in INTERFACE:
+        try:
+            getattr(sample, name)  # not hasattr, which would let any other error of a property through as a traceback
+        except AttributeError:
+            missing.append(name)
+    return missing

@@ -37,7 +37,9 @@ from types import ModuleType
 
 from spec.api import CacheFactory, PrefixCache, Rules
 from prefixspec.errors import TargetError
+from prefixspec.formats.trace import decode_trace
 from prefixspec.shipped import IMPL_CATALOGUE
+from prefixspec.vocabulary import TraceFormatError
 
 DEFAULT_CATALOGUE = IMPL_CATALOGUE
 
@@ -91,8 +93,8 @@ class Catalogue:
 def read_catalogue(path: Path) -> Catalogue:
     """A catalogue file, checked for shape; CatalogueError names what is wrong."""
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as error:
+        document = tomllib.loads(decode_trace(path.read_bytes()))  # UTF-8, or an error naming the line
+    except (OSError, tomllib.TOMLDecodeError, TraceFormatError) as error:
         raise CatalogueError(f"cannot read catalogue {path}: {error}") from None
     package, factory, entries = document.get("package"), document.get("factory"), document.get("mutant", [])
     if not isinstance(package, str) or not isinstance(factory, str) or not isinstance(entries, list):

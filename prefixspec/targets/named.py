@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from spec.api import CacheFactory
-from prefixspec.targets.loading import check_factory, load_factory
+from prefixspec.targets.guarded import Guard
+from prefixspec.targets.loading import check_factory, load_factory, loading
 from prefixspec.targets.mutants import load_mutant_target
 
 
-def load_target(name: str) -> CacheFactory:
-    """The cache factory ``name`` names, checked by building one cache."""
+def load_target(name: str, timeout: float | None = None) -> CacheFactory:
+    """The cache factory ``name`` names, checked by building one cache; each call limited to ``timeout`` seconds (None: no limit)."""
     if "#" in name:
-        return check_factory(name, load_mutant_target(name))
-    return load_factory(name)
+        guard = Guard(name, timeout)
+        return check_factory(name, loading(guard, f"cannot load {name!r}: it", load_mutant_target, name, limit=False), guard)
+    return load_factory(name, timeout)

@@ -72,6 +72,9 @@ LONGEST_LINE = 1 << 24
 SHOWN_CHARS = 160
 """Each line in a report is cut to this many characters."""
 
+STDERR_PART = 4096
+"""Bytes read from each end of an engine's stderr for a report: its first lines and its last."""
+
 IDLE_PROCESSES = 4
 """Processes a pool keeps for the next caches."""
 
@@ -88,10 +91,15 @@ class EngineProtocolError(TargetFailure):
         return self.report
 
 
-def _shown(line: str) -> str:
+def _shown(line: str, *, with_length: bool = True) -> str:
     if len(line) <= SHOWN_CHARS:
         return line
-    return f"{line[:SHOWN_CHARS]}... ({len(line):,} characters)"
+    return f"{line[:SHOWN_CHARS]}... ({len(line):,} characters)" if with_length else f"{line[:SHOWN_CHARS]}..."
+
+
+def _log_lines(data: bytes) -> list[str]:
+    """The lines of a log that hold something, as text (lines end at \\n, as everywhere in the checker)."""
+    return [line.strip() for line in data.decode("utf-8", "replace").split("\n") if line.strip()]
 
 
 class EngineProcess:
@@ -122,12 +130,21 @@ class EngineProcess:
         except OSError as error:
             self._stderr.close()
             raise EngineProtocolError(f"prefixspec: cannot start the engine `{command}`: {error}.", before_handshake=True) from None
+        # From here on the group dies with this object unless stop() ends it first, so an engine dropped
+        # half started (a Ctrl-C during the handshake) does not outlive it.  Not at exit: there every
+        # PipeEngine closes its processes politely (_close_every_engine), idle and busy alike.
+        self._reaper = weakref.finalize(self, _kill_group, self.process)
+        self._reaper.atexit = False
         assert self.process.stdin is not None and self.process.stdout is not None
         self._stdin = self.process.stdin.fileno()
         self._stdout = self.process.stdout.fileno()
         os.set_blocking(self._stdin, False)
         os.set_blocking(self._stdout, False)
-        answer = self.exchange(HANDSHAKE, None)
+        try:
+            answer = self.exchange(HANDSHAKE, None)
+        except BaseException:  # a failed handshake has stopped it already; anything else (Ctrl-C) stops it now
+            self.stop()
+            raise
         if answer != "ok" and not answer.startswith("ok "):
             self.fail(f"failed the handshake: it answered `{_shown(answer)}` to `{HANDSHAKE}`, where `ok` was expected (this checker speaks version {PROTOCOL_VERSION})")
         self.engine_name = answer[3:].strip()
@@ -136,18 +153,23 @@ class EngineProcess:
     # Reports ------------------------------------------------------------------------------
 
     def stderr_tail(self) -> str:
+        """The engine's first and last stderr lines (a panic's message comes first, a Python traceback's last)."""
         try:
-            self._stderr.seek(0, os.SEEK_END)
-            size = self._stderr.tell()
-            self._stderr.seek(max(0, size - 4096))
-            text = self._stderr.read().decode("utf-8", "replace")
+            size = os.fstat(self._stderr.fileno()).st_size
+            self._stderr.seek(0)
+            if size <= 2 * STDERR_PART:
+                lines, tail = _log_lines(self._stderr.read()), []
+            else:  # both ends of a long log, never the whole of it
+                lines = _log_lines(self._stderr.read(STDERR_PART))
+                self._stderr.seek(size - STDERR_PART)
+                tail = _log_lines(self._stderr.read().partition(b"\n")[2])  # from its first whole line on
         except (OSError, ValueError):
             return ""
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        if len(lines) > 4:  # a panic's message comes first, a Python traceback's last: keep both ends
+        if tail:
+            lines = [*lines[:2], "...", *tail[-2:]]
+        elif len(lines) > 4:
             lines = [*lines[:2], "...", *lines[-2:]]
-        text = " | ".join(lines)
-        return text if len(text) <= 2 * SHOWN_CHARS else text[: 2 * SHOWN_CHARS] + "..."
+        return " | ".join(_shown(line, with_length=False) for line in lines)
 
     def fail(self, problem: str) -> NoReturn:
         """Stop the engine and raise the report of ``problem``; every later call raises it again."""
@@ -294,16 +316,14 @@ class EngineProcess:
             return False
 
     def stop(self) -> None:
-        """Kill the engine and everything it started; idempotent."""
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        try:
-            self.process.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            pass
+        """Kill the engine and everything it started; idempotent.
+
+        The whole process group is killed whether or not its first process
+        still runs: a shell that backgrounded a helper, or an engine that
+        forked and exited, leaves the rest of the group behind it.
+        """
+        if self._reaper.detach() is not None:  # the first stop kills; the group is gone for later ones
+            _kill_group(self.process)
         self._close_files()
 
     def close(self) -> None:
@@ -327,6 +347,22 @@ class EngineProcess:
                     pass
         if stderr and not self._stderr.closed:
             self._stderr.close()
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill an engine's process group and reap its first process.
+
+    The group keeps the first process's id as long as any member lives, also
+    after that process exited, and one SIGKILL to the group kills every member.
+    """
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # nobody left in the group
+    try:
+        process.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 @dataclass(frozen=True)
@@ -369,6 +405,8 @@ class PipeEngine:
         self.snapshot_ahead = snapshot_ahead
         """Send ``snapshot`` with every call, in the same write: the checkers ask for one after every call."""
         self.idle: list[EngineProcess] = []
+        self.busy: weakref.WeakSet[EngineProcess] = weakref.WeakSet()
+        """Processes a cache holds now: close() stops them too."""
         self.started = 0
         self.closed = False
         _engines.add(self)
@@ -387,12 +425,16 @@ class PipeEngine:
         while self.idle:
             process = self.idle.pop()
             if process.failure is None and process.process.poll() is None:
+                self.busy.add(process)
                 return process
             process.stop()
         self.started += 1
-        return EngineProcess(self.command, self.timeout)
+        process = EngineProcess(self.command, self.timeout)
+        self.busy.add(process)
+        return process
 
     def release(self, process: EngineProcess) -> None:
+        self.busy.discard(process)
         if self.closed or process.failure is not None or len(self.idle) >= IDLE_PROCESSES:
             process.close()
         else:
@@ -411,8 +453,10 @@ class PipeEngine:
         return name
 
     def close(self) -> None:
+        """End every process: the idle ones and those caches still hold (a cache used after this fails as crashed)."""
         self.closed = True
         _close_processes(self.idle)
+        _close_processes(list(self.busy))
 
 
 _serials = itertools.count(1)

@@ -9,7 +9,12 @@ seen: ``crash`` (exits with status 3), ``hang`` (stops answering), ``garbage``
 (prints a line that is no answer), ``wrong_call`` (answers the line before
 the one sent, as an engine that lost a line would), ``wrong_shape`` (answers
 ``ok`` to everything), ``handshake`` (claims another protocol version),
-``banner`` (prints a greeting before the handshake's answer).
+``banner`` (prints a greeting before the handshake's answer), ``noisy_crash``
+(a panic line, 20 KB of log on stderr, its last words, then exits),
+``fork_and_exit`` (forks a child that holds the pipes and sleeps, writes the
+child's pid to ``--pidfile``, and exits), ``huge_number`` (answers with a
+5,000-digit number), ``stderr_flood`` (writes 1 MB to stderr, then answers
+correctly).
 """
 
 from __future__ import annotations
@@ -23,13 +28,26 @@ from collections.abc import Sequence
 from spec.model import SpecCache
 from prefixspec.formats.protocol import ProtocolServer
 
-KINDS = ("crash", "hang", "garbage", "wrong_call", "wrong_shape", "handshake", "banner")
+KINDS = (
+    "crash",
+    "hang",
+    "garbage",
+    "wrong_call",
+    "wrong_shape",
+    "handshake",
+    "banner",
+    "noisy_crash",
+    "fork_and_exit",
+    "huge_number",
+    "stderr_flood",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--misbehave", choices=KINDS, default=None)
     parser.add_argument("--after", type=int, default=0, help="lines answered correctly first")
+    parser.add_argument("--pidfile", default=None, help="fork_and_exit: where the child writes its pid")
     arguments = parser.parse_args(argv)
     engine = ProtocolServer(SpecCache, "spec-in-python")
     previous = ""
@@ -49,12 +67,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             os._exit(3)
         if kind == "hang":
             time.sleep(3600)
+        if kind == "noisy_crash":
+            print("serve.py: panicked at the first line of the log", file=sys.stderr)
+            for number in range(400):
+                print(f"log line {number}: " + "x" * 40, file=sys.stderr)
+            print("serve.py: the last words of the log", file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(3)
+        if kind == "fork_and_exit":
+            if os.fork() == 0:  # the child keeps stdin and stdout open and answers nothing
+                if arguments.pidfile:
+                    with open(arguments.pidfile, "w", encoding="utf-8") as written:
+                        written.write(str(os.getpid()))
+                time.sleep(3600)
+            os._exit(0)
+        if kind == "stderr_flood" and count == arguments.after + 1:
+            sys.stderr.write(("flood " * 20 + "\n") * 8000)
+            sys.stderr.flush()
         if kind == "garbage":
             out.write("%%% this is not an answer %%%\n")
         elif kind == "wrong_call":
             out.write(f"{previous} -> ok\n")
         elif kind == "wrong_shape":
             out.write(f"{line} -> ok\n")
+        elif kind == "huge_number" and line in ("cached_blocks", "cached_tokens", "evictable_blocks"):
+            out.write(f"{line} -> {'9' * 5000}\n")
         elif kind == "handshake" and line.startswith("prefixspec-protocol"):
             out.write(f"{line} -> ProtocolError this engine speaks prefixspec-protocol 2\n")
         else:

@@ -1,0 +1,227 @@
+"""A Python target's own code, run under guard: a per-call time limit, its prints kept off the report, its exits reported.
+
+``guarded(factory, name, timeout)`` is a cache factory whose caches are the
+target's, each call of the interface made through a ``Guard``:
+
+- **time limit**: a call (or the factory, or reading ``root``) that has not
+  returned after ``timeout`` seconds is interrupted by SIGALRM
+  (``signal.setitimer`` in the main thread) and raises ``TargetHung``, a
+  ``TargetFailure``: the check stops with a report naming the call and the
+  line it was stuck on, as it does for an engine that hangs.  Outside the main
+  thread there is no limit (signals reach only the main thread), nor for code
+  stuck in a C function that never returns to Python.
+- **prints**: while the target's code runs, ``sys.stdout`` is the checker's
+  stderr, so a target's prints reach the terminal there and never the report,
+  which the commands print on stdout.
+- **exits and interrupts**: a target's ``sys.exit`` or its own
+  ``KeyboardInterrupt`` raises ``TargetCrash`` (a ``TargetFailure``: a report,
+  the check stops); the user's Ctrl-C (``interrupts.stop_requested``) goes on
+  as ``KeyboardInterrupt``.  Every other exception of a call passes unchanged:
+  it is the call's outcome, compared with the spec's (``CallRunner.run``).
+
+The factory itself raising, or ``root`` raising, is a ``TargetCrash`` too:
+neither is a call with an outcome to compare.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import TypeVar, cast
+
+from spec.api import CacheFactory, NodeId, PrefixCache, Snapshot, TargetFailure
+from prefixspec.targets.interrupts import stop_requested
+from prefixspec.vocabulary import CallThrough
+
+Result = TypeVar("Result")
+
+
+class TargetCrash(TargetFailure):
+    """A Python target that failed as a program (an exit, its own KeyboardInterrupt, a hang): the message is the report."""
+
+    def __init__(self, report: str, problem: str, deed: str) -> None:
+        super().__init__(report)
+        self.report = report
+        self.problem = problem
+        """The report's sentence without the target's name and the place in the run."""
+        self.deed = deed
+        """What the code did, for a sentence that names the code itself (``called sys.exit(3) at m.py:4, in f``)."""
+
+    def __str__(self) -> str:
+        return self.report
+
+
+class TargetHung(TargetCrash):
+    """A call of a Python target that did not return within the time limit."""
+
+
+def _place(filename: str, line: int | None, function: str) -> str:
+    """Where code is, as a reader finds it: a path relative to the working directory when it lies below it."""
+    path = Path(filename)
+    try:
+        shown = str(path.resolve().relative_to(Path.cwd()))
+    except (ValueError, OSError):
+        shown = filename
+    return f"{shown}:{line}, in {function}"
+
+
+def raised_at(error: BaseException) -> str:
+    """The innermost line of ``error``'s traceback (the target's line that raised it), or "" without one."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" at {_place(last.filename, last.lineno, last.name)}"
+
+
+def one_line(error: BaseException) -> str:
+    """``error``'s message on one line, cut to 300 characters."""
+    try:
+        return str(error).replace("\n", " ")[:300]
+    except Exception:  # an exception whose __str__ raises still has a type to report
+        return "(its message cannot be read)"
+
+
+def exit_words(error: SystemExit | KeyboardInterrupt) -> str:
+    """What the target did: ``called sys.exit(3)`` or ``raised KeyboardInterrupt though nobody pressed Ctrl-C``."""
+    if isinstance(error, SystemExit):
+        return f"called sys.exit({error.code!r})"
+    return "raised KeyboardInterrupt though nobody pressed Ctrl-C"
+
+
+class Guard:
+    """Runs a target's code: at most ``timeout`` seconds a run (None: no limit), stdout to stderr, exits turned into reports."""
+
+    def __init__(self, target: str, timeout: float | None) -> None:
+        self.target = target
+        self.timeout = timeout
+        self._running = False
+        self._armed = False
+        self._what = ""
+        self._where = ""
+        self._handler = self._ring  # one bound method, so `is` finds it installed
+
+    def failure(self, problem: str, where: str = "", kind: type[TargetCrash] = TargetCrash, deed: str = "") -> TargetCrash:
+        """The report of ``problem`` (a sentence after the target's name), and where in the run it happened."""
+        report = f"prefixspec: the cache `{self.target}` {problem}."
+        if where:
+            report += f" It happened {where}."
+        return kind(report, problem, deed or problem)
+
+    def run(self, what: str, where: str, function: Callable[..., Result], *arguments: object, limit: bool = True) -> Result:
+        """``function(*arguments)`` as the target's code ``what`` (``its stats()``); ``limit`` false: no time limit."""
+        if self._running:  # the target's code calling the checker back into its own guard: the outer run already guards it
+            return function(*arguments)
+        self._running = True
+        self._what, self._where = what, where
+        saved = sys.stdout
+        timed = False
+        try:
+            sys.stdout = sys.stderr  # the target's prints go to stderr: stdout carries the report
+            timed = limit and self._arm()
+            try:
+                return function(*arguments)
+            finally:
+                self._armed = False  # from here on an alarm does nothing, even before the timer is disarmed
+        except (SystemExit, KeyboardInterrupt) as error:
+            if isinstance(error, KeyboardInterrupt) and stop_requested():
+                raise  # the user's Ctrl-C: the command stops
+            at = raised_at(error)
+            words = exit_words(error)
+            raise self.failure(f"{words} in {what}{at}; a cache must not end the checker", where, deed=f"{words}{at}") from None
+        finally:
+            if timed:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            sys.stdout = saved
+            self._running = False
+
+    def _arm(self) -> bool:
+        """Start the timer of one run; False where no timer can run (no limit, or not the main thread)."""
+        if self.timeout is None or threading.current_thread() is not threading.main_thread():
+            return False
+        if signal.getsignal(signal.SIGALRM) is not self._handler:
+            # Left installed after the run: between runs it ignores the signal, and the next run needs it again.
+            signal.signal(signal.SIGALRM, self._handler)
+        self._armed = True
+        # Repeating: a target that swallows the first TargetHung (``except BaseException: pass``) is interrupted again.
+        signal.setitimer(signal.ITIMER_REAL, self.timeout, self.timeout)
+        return True
+
+    def _ring(self, signum: int, frame: FrameType | None) -> None:
+        if not self._armed:
+            return
+        stuck = "" if frame is None else f", stopped at {_place(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)}"
+        deed = f"did not return within {self.timeout:g} s (--timeout){stuck}"
+        raise self.failure(f"hangs: {self._what} {deed}", self._where, TargetHung, deed)
+
+
+class GuardedCache(CallThrough):
+    """A target's cache, each call made through ``guard``; results pass unchanged, to be checked by the caller.
+
+    It overrides ``CallThrough.through`` rather than ``perform``: the target
+    gets the caller's arguments as they are, not as the text of calls writes them.
+    """
+
+    def __init__(self, cache: PrefixCache, guard: Guard, block_size: int) -> None:
+        self.cache = cache
+        self.guard = guard
+        self._block_size = block_size
+        self.calls_made = 0
+
+    def _where(self) -> str:
+        return f"at call {self.calls_made} to a cache of block size {self._block_size}"
+
+    @property
+    def root(self) -> NodeId:
+        try:
+            root: NodeId = self.guard.run("its root", self._where(), getattr, self.cache, "root")
+            return root
+        except (TargetFailure, KeyboardInterrupt):
+            raise
+        except BaseException as error:  # no call has the root as outcome: a root that raises stops the check
+            raise self.guard.failure(f"raised {type(error).__name__} when its root was read{raised_at(error)}", self._where()) from None
+
+    def block_size(self) -> int:
+        return cast(int, self.guard.run("its block_size()", self._where(), self._method, "block_size", ()))
+
+    def snapshot(self) -> Snapshot:
+        where = f"after call {self.calls_made} to a cache of block size {self._block_size}"
+        return cast(Snapshot, self.guard.run("its snapshot()", where, self._method, "snapshot", ()))
+
+    def through(self, method: str, *arguments: object) -> object:
+        """Every call of the interface (``CallThrough``'s methods) comes here, its arguments as the caller gave them."""
+        self.calls_made += 1
+        return self.guard.run(f"its {method}()", self._where(), self._method, method, arguments)
+
+    def _method(self, method: str, arguments: Sequence[object]) -> object:
+        function: Callable[..., object] = getattr(self.cache, method)  # inside the guard: reading it may run the target's code
+        return function(*arguments)
+
+
+class GuardedFactory:
+    """``factory`` under ``guard``: each cache it makes is a ``GuardedCache``; a factory that raises stops the check."""
+
+    def __init__(self, factory: Callable[[int], object], guard: Guard) -> None:
+        self.factory = factory
+        self.guard = guard
+
+    def __call__(self, block_size: int) -> PrefixCache:
+        where = f"while making a cache of block size {block_size}"
+        try:
+            cache = self.guard.run(f"{self.guard.target}({block_size})", where, self.factory, block_size)
+        except (TargetFailure, KeyboardInterrupt):
+            raise
+        except BaseException as error:  # a factory that cannot make a cache leaves nothing to compare
+            raise self.guard.failure(f"raised {type(error).__name__}: {one_line(error)} when asked for a cache{raised_at(error)}", where) from None
+        # The interface was checked on a sample when the target was loaded; a later cache that lacks a call crashes that call.
+        return GuardedCache(cast(PrefixCache, cache), self.guard, block_size)
+
+
+def guarded(factory: Callable[[int], object], target: str, timeout: float | None) -> CacheFactory:
+    """``factory``'s caches, every call under a ``Guard`` with ``timeout`` seconds a call (None: no limit)."""
+    return GuardedFactory(factory, Guard(target, timeout))

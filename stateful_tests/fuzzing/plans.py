@@ -1,0 +1,319 @@
+"""The cases of the fuzz, family by family, each with what the command line documents for it.
+
+A ``Plan`` is a case for the sandbox, the files to write before it runs, the
+exit statuses its documentation allows, words its output must hold, and text
+that must never reach its stdout (a target's prints).  The families:
+
+- ``trace_plans``: a hostile trace (``traces.hostile_traces``) through
+  ``replay`` or ``verify`` (with ``--shrink``, ``--target``, ``--rules``);
+- ``target_plans``: every target of ``hostile_targets`` and
+  ``hostile_import``, by ``replay`` of the golden trace and a short
+  ``check``, with its documented status;
+- ``engine_table``: ``serve.py`` misbehaving in each way from its fifth line
+  on, and shell commands that are no engine or leave helpers behind;
+- ``engine_plans``: ``serve.py`` misbehaving in any way after 0 to 80 lines,
+  or a command that is no engine, under ``replay`` or a short ``check``;
+- ``option_plans``: option sets each refused with exit status 2, in one line;
+- ``interrupt_plans``: a command stopped by Ctrl-C at a random moment.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hypothesis import strategies as st
+
+from prefixspec.shipped import GOLDEN_TRACE
+from stateful_tests.engines.serve import KINDS
+from stateful_tests.fuzzing.sandbox import INTERRUPTED, PROMISED_STATUSES, ROOT, Case, Ran, Sandbox, problems
+from stateful_tests.fuzzing.traces import GOLDEN_LINES, hostile_traces
+from stateful_tests.hostile_import import OUTCOMES as IMPORT_OUTCOMES
+from stateful_tests.hostile_import import PRINTED_AT_IMPORT
+from stateful_tests.hostile_targets import HOSTILE, PRINTED
+
+TRACE_LIMIT = 15.0
+CHECK_LIMIT = 30.0
+"""Seconds a case may run: replay and verify of a trace, then anything that runs a target."""
+
+GOLDEN = str(GOLDEN_TRACE)
+QUICK_CHECK = ("--quiet", "--profile", "ci", "--steps", "30")
+"""A check as short as it goes, reproducible and writing no example database."""
+
+SERVE = f"cd {shlex.quote(str(ROOT))} && exec {shlex.quote(sys.executable)} -m stateful_tests.engines.serve"
+"""The spec served as an engine (``stateful_tests/engines/serve.py``)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A case, the files written before it, and what its documentation promises of its outcome."""
+
+    family: str
+    case: Case
+    statuses: frozenset[int] = PROMISED_STATUSES
+    words: str = ""
+    """Words its output (stdout and stderr) must hold, when its documentation names them."""
+    files: tuple[tuple[str, bytes], ...] = ()
+    never_on_stdout: tuple[str, ...] = field(default=(PRINTED, PRINTED_AT_IMPORT))
+    """A target's prints: they go to stderr, never into the report."""
+    trace: bytes | None = None
+    """The trace file the command reads, whose line an error must name truly."""
+
+    def broken_promises(self, ran: Ran) -> list[str]:
+        """What in ``ran`` this plan's documentation does not allow (``sandbox.problems`` and the words)."""
+        found = problems(ran, self.statuses)
+        output = ran.stdout + ran.stderr
+        if self.words and self.words not in output:
+            found.append(f"the output lacks {self.words!r}: ...{output[-1500:]}")
+        found.extend(f"its stdout holds a target's print {text[:30]!r}..." for text in self.never_on_stdout if text in ran.stdout)
+        if ran.status == INTERRUPTED and "prefixspec: interrupted (Ctrl-C)" not in ran.stderr:
+            found.append(f"exit status 130 without the interrupted line: {ran.stderr[-600:]}")
+        if self.trace is not None and ran.status == 2:
+            found.extend(named_line_problems(ran.stderr, self.trace))
+        return found
+
+
+TRACE_ERROR = re.compile(r"prefixspec: line (\d+): [^:]+: (.*)")
+QUOTED = re.compile(r"(?:got|call|handle|name) '([A-Za-z0-9_\[\] =-]{1,40})'")
+"""A plain fragment an error quotes from its line, not what it expected (a word of other characters is quoted
+escaped, and not compared)."""
+
+
+def named_line_problems(stderr: str, trace: bytes) -> list[str]:
+    """What is untrue in a trace error's line: a line the file lacks, a comment blamed, a quote from elsewhere.
+
+    Lines end at ``\\n`` alone; a form feed, a lone ``\\r`` or U+2028 inside a
+    line is part of it (T5).
+    """
+    found = TRACE_ERROR.match(stderr.strip())
+    if found is None:
+        return []
+    number, message = int(found[1]), found[2]
+    lines = trace.split(b"\n")
+    if not 1 <= number <= len(lines):
+        return [f"the error names line {number} of a file of {len(lines)} lines: {message[:200]}"]
+    line = lines[number - 1].decode("utf-8", "replace")
+    problems: list[str] = []
+    if line.strip().startswith("#") and "UTF-8" not in message and "empty trace" not in message:
+        problems.append(f"the error blames line {number}, a comment ({line[:80]!r}): {message[:200]}")
+    problems.extend(
+        f"the error quotes {quote!r}, which line {number} ({line[:80]!r}) does not hold" for quote in QUOTED.findall(message)[:1] if quote not in line
+    )
+    return problems
+
+
+def in_scratch(
+    scratch: Path, argv: tuple[str, ...], timeout: float, *, env: dict[str, str] | None = None, interrupt_after: float | None = None
+) -> Case:
+    """``prefixspec ARGV`` run in ``scratch``, the folder its files and counterexamples go to."""
+    return Case(argv, str(scratch), timeout, env or {}, interrupt_after)
+
+
+# Traces -------------------------------------------------------------------------------------------
+
+
+def trace_commands(trace: str, out: str) -> list[tuple[str, ...]]:
+    """Each command that reads the trace file ``trace`` (``out``: a folder it may write in)."""
+    return [
+        ("replay", trace),
+        ("verify", trace),
+        ("verify", trace, "--shrink", "--time-budget", "1", "--out", f"{out}/shrunk.trace"),
+        ("replay", trace, "--target", "impl:RadixCache"),
+        ("replay", trace, "--rules", "sglang"),
+        ("verify", trace, "--rules", "use=path,evict=fifo"),
+    ]
+
+
+@st.composite
+def trace_plans(draw: st.DrawFn, scratch: Path, command: str | None = None) -> Plan:
+    """A hostile trace through one of the commands that read traces (``command``: only ``replay`` or only ``verify``)."""
+    path = scratch / "case.trace"
+    commands = [argv for argv in trace_commands(str(path), str(scratch)) if command is None or argv[0] == command]
+    argv = draw(st.sampled_from(commands))
+    trace = draw(hostile_traces())
+    return Plan("trace", in_scratch(scratch, argv, TRACE_LIMIT), files=((str(path), trace),), trace=trace)
+
+
+# Targets ------------------------------------------------------------------------------------------
+
+
+def target_plans(scratch: Path) -> list[Plan]:
+    """Every misbehaving target by ``replay`` of the golden trace, and by ``check`` when it fails fast, with its documented status."""
+    plans: list[Plan] = []
+    for name, hostile in HOSTILE.items():
+        target = f"stateful_tests.hostile_targets:{name}"
+        statuses = frozenset({hostile.status})
+        replay = ("replay", GOLDEN, "--target", target, "--timeout", "0.5")
+        plans.append(Plan("target", in_scratch(scratch, replay, CHECK_LIMIT), statuses, hostile.words))
+        if hostile.status:  # a target that passes would run the whole check: seconds, not a fuzz case's fraction of one
+            check = ("check", target, *QUICK_CHECK, "--timeout", "0.5", "--out", str(scratch / "out"))
+            plans.append(Plan("target", in_scratch(scratch, check, CHECK_LIMIT), statuses, hostile.words))
+    for behaviour, (status, words) in IMPORT_OUTCOMES.items():
+        loading = ("replay", GOLDEN, "--target", "stateful_tests.hostile_import:make_cache")
+        case = in_scratch(scratch, loading, CHECK_LIMIT, env={"HOSTILE_IMPORT": behaviour})
+        plans.append(Plan("target", case, frozenset({status}), words))
+    return plans
+
+
+# Engines ------------------------------------------------------------------------------------------
+
+ENGINE_TIMEOUT = "1"
+"""``--timeout`` of an engine case: short, so a hang costs little, yet above a loaded machine's start of serve.py
+(a fifth of a second idle; at 0.5 s a busy machine made good engines fail their handshake now and then)."""
+
+NOT_ENGINES = (
+    "sleep 1014 & exit 0",
+    "true",
+    "exit 3",
+    "cat",
+    "yes",
+    "head -c 20000000 /dev/zero",
+    "printf '\\377\\n'",
+    "printf 'prefixspec-protocol 1 -> ok\\n'; sleep 1015",
+    f"sleep 1016 & {SERVE}",
+    f"(sleep 1017 &); {SERVE}",
+    "kill -SEGV $$",
+    "no-such-engine-xyz",
+)
+"""Shell commands that are no engine, die, flood, or start helpers that outlive them (the last but two are good engines)."""
+
+ENGINE_OUTCOMES: dict[str, tuple[int, str]] = {
+    "crash": (1, "exited with status 3"),
+    "hang": (1, "hangs"),
+    "garbage": (1, "printed garbage"),
+    "wrong_call": (1, "answered a different call"),
+    "wrong_shape": (1, "malformed answer"),
+    "noisy_crash": (1, "panicked at the first line of the log | log line 0"),
+    "fork_and_exit": (1, "hangs"),
+    "huge_number": (1, "malformed answer"),
+    "stderr_flood": (0, "every result and snapshot agrees"),
+}
+"""Each way ``serve.py`` misbehaves after the handshake, and the status and words of ``replay GOLDEN --exec``."""
+
+
+def engine_table(scratch: Path) -> list[Plan]:
+    """Every misbehaving engine from its fifth line on, and every command that is none, with its documented status."""
+    plans: list[Plan] = []
+    engines = [(f"{SERVE} --misbehave {kind} --after 5", status, words) for kind, (status, words) in ENGINE_OUTCOMES.items()]
+    # A good engine with a helper beside it passes; anything else cannot even start a cache (exit 2).
+    engines += [(command, 0 if SERVE in command else 2, "") for command in NOT_ENGINES]
+    for engine, status, words in engines:
+        replay = ("replay", GOLDEN, "--exec", engine, "--timeout", ENGINE_TIMEOUT)
+        plans.append(Plan("engine", in_scratch(scratch, replay, CHECK_LIMIT), frozenset({status}), words))
+    return plans
+
+
+@st.composite
+def engine_plans(draw: st.DrawFn, scratch: Path) -> Plan:
+    """A misbehaving engine (any way, after 0 to 80 lines) or a command that is none, by ``replay`` or a short ``check``."""
+    if draw(st.booleans()):
+        kind = draw(st.sampled_from(KINDS))
+        after = draw(st.integers(0, 80))
+        engine = f"{SERVE} --misbehave {kind} --after {after}"
+        # These break the protocol within the golden trace's first lines, or at the handshake: a check of them is short.
+        quick = kind != "stderr_flood" and (kind not in ("handshake", "banner") or after == 0)
+    else:
+        engine = draw(st.sampled_from(NOT_ENGINES))
+        quick = SERVE not in engine
+    small = scratch / "small.trace"
+    # A check runs to its end only on an engine that answers well: the spec in Python, too slow for a fuzz case.
+    if not quick or draw(st.booleans()):
+        argv: tuple[str, ...] = ("replay", str(small), "--exec", engine, "--timeout", ENGINE_TIMEOUT)
+    else:
+        argv = ("check", "--exec", engine, *QUICK_CHECK, "--timeout", ENGINE_TIMEOUT, "--out", str(scratch / "out"))
+    return Plan("engine", in_scratch(scratch, argv, CHECK_LIMIT), files=((str(small), b"\n".join(GOLDEN_LINES[:60]) + b"\n"),))
+
+
+# Options ------------------------------------------------------------------------------------------
+
+
+def odd_options(scratch: Path) -> list[tuple[str, ...]]:
+    """Option sets that must each be refused with exit status 2, before any work (files under ``scratch``)."""
+    afile = str(scratch / "a-file")
+    folder = str(scratch)
+    return [
+        ("check", "--out", afile),
+        ("check", "--json", f"{folder}/no/such/folder/report.json"),
+        ("check", "--json", folder),
+        ("check", "--steps", "1000000000000"),
+        ("check", "--steps", "0"),
+        ("check", "--steps", "9" * 5000),
+        ("check", "--steps", "²"),
+        ("check", "--timeout", "inf"),
+        ("check", "--timeout", "nan"),
+        ("check", "--timeout", "1e309"),
+        ("check", "--timeout", "-1"),
+        ("check", "--timeout", "1e12"),
+        ("check", "--exec", ""),
+        ("check", "--exec", "   "),
+        ("check", ""),
+        ("check", "impl:RadixCache", "--exec", "true"),
+        ("check", "--rules", "use=nothing"),
+        ("check", "--profile", "fast"),
+        ("check", "--seed", "1e3"),
+        ("identify", "--out", afile),
+        ("replay", GOLDEN, "--target", ""),
+        ("replay", GOLDEN, "--timeout", "0"),
+        ("replay", f"{folder}/missing.trace"),
+        ("replay", folder),
+        ("verify", GOLDEN, "--time-budget", "nan"),
+        ("verify", GOLDEN, "--time-budget", "-5"),
+        ("verify", GOLDEN, "--shrink", "--out", f"{folder}/no/such/folder/x.trace"),
+        ("hunt", f"{folder}/latin1.toml"),
+        ("hunt", f"{folder}/missing.toml"),
+        ("hunt", "--out", afile),
+        ("hunt", "--mutant", "no-such-mutant"),
+        ("crosshair", "--jobs", "0"),
+        ("bench", "--reps", "0"),
+        ("golden", folder),
+        ("frobnicate",),
+        (),
+    ]
+
+
+def option_plans(scratch: Path) -> list[Plan]:
+    """Every odd option set, with the files it names: a plain file, and a catalogue that is not UTF-8."""
+    files = (
+        (str(scratch / "a-file"), b"not a folder\n"),
+        (str(scratch / "latin1.toml"), 'package = "impl"\nfactory = "RadixCache"\n# caf\xe9\n'.encode("latin-1")),
+    )
+    return [Plan("option", in_scratch(scratch, argv, TRACE_LIMIT), frozenset({2}), files=files) for argv in odd_options(scratch)]
+
+
+# Ctrl-C -------------------------------------------------------------------------------------------
+
+INTERRUPTED_STATUSES = PROMISED_STATUSES | {INTERRUPTED, -signal.SIGINT}
+"""After Ctrl-C: 130, or killed by SIGINT itself (-2) when it comes as Python shuts down after the command's end (a
+shell says 130 of both), or the command's own status when it ended first."""
+
+
+@st.composite
+def interrupt_plans(draw: st.DrawFn, scratch: Path) -> Plan:
+    """A command stopped by Ctrl-C after 0.3 to 2 seconds: a check of impl, of engines (one with a helper), of a hanging target, a replay."""
+    out = str(scratch / "out")
+    argv: tuple[str, ...] = draw(
+        st.sampled_from(
+            [
+                ("check", "--quiet", "--out", out),
+                ("check", "--quiet", "--out", out, "--exec", SERVE),
+                ("check", "--quiet", "--out", out, "--exec", f"sleep 1020 & {SERVE}"),
+                ("check", "stateful_tests.hostile_targets:hangs_in_stats", "--quiet", "--timeout", "60", "--out", out),
+                ("replay", GOLDEN, "--exec", SERVE),
+            ]
+        )
+    )
+    case = in_scratch(scratch, argv, CHECK_LIMIT, interrupt_after=draw(st.floats(0.3, 2.0)))
+    return Plan("interrupt", case, INTERRUPTED_STATUSES)
+
+
+def run_plan(sandbox: Sandbox, plan: Plan) -> tuple[Ran, list[str]]:
+    """Write the plan's files, run its case in the sandbox: what it did, and the promises it broke."""
+    for path, data in plan.files:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
+    ran = sandbox.run(plan.case)
+    return ran, plan.broken_promises(ran)

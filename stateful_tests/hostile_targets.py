@@ -1,0 +1,241 @@
+"""Python caches that misbehave as programs or answer with the wrong types: what ``prefixspec check`` must survive.
+
+Each is ``impl.RadixCache`` with one thing wrong, named by its factory, so
+``prefixspec check stateful_tests.hostile_targets:NAME`` (or ``replay --target``)
+runs it.  ``HOSTILE`` maps every factory name to the outcome the command
+line documents for it (``stateful_tests/test_robustness.py`` asserts it,
+``stateful_tests/test_fuzz.py`` runs them all).  A misbehaviour at import
+time is ``stateful_tests/hostile_import.py``'s.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import cast
+
+from impl import RadixCache
+from spec.api import BlockId, Inserted, NodeId, NodeView, PrefixMatch, PrefixStats, Snapshot
+
+PRINTED = "a line the cache printed on stdout " * 4
+"""What ``prints_in_every_call`` prints, about 140 characters a call."""
+
+
+class OwnBaseException(BaseException):
+    """An exception a cache invents beside Exception: it is still an answer, to be compared."""
+
+
+class UnprintableError(RuntimeError):
+    """An error whose message cannot be made into text."""
+
+    def __str__(self) -> str:
+        raise ValueError("no message for you")
+
+
+class InterruptsInStats(RadixCache):
+    def stats(self) -> PrefixStats:
+        raise KeyboardInterrupt
+
+
+class ExitsInStats(RadixCache):
+    def stats(self) -> PrefixStats:
+        sys.exit(3)
+
+
+class ExitsZeroInEvict(RadixCache):
+    def evict(self, n_blocks: int) -> list[BlockId]:
+        sys.exit(0)
+
+
+class BaseExceptionInEvict(RadixCache):
+    def evict(self, n_blocks: int) -> list[BlockId]:
+        raise OwnBaseException("evict gave up")
+
+
+class GeneratorExitInEvict(RadixCache):
+    def evict(self, n_blocks: int) -> list[BlockId]:
+        raise GeneratorExit
+
+
+class RootRaises(RadixCache):
+    @property
+    def root(self) -> NodeId:
+        raise RuntimeError("the root is not ready")
+
+
+class RootInterrupts(RadixCache):
+    @property
+    def root(self) -> NodeId:
+        raise KeyboardInterrupt
+
+
+class HangsInStats(RadixCache):
+    def stats(self) -> PrefixStats:
+        time.sleep(3600)
+        return super().stats()
+
+
+class PrintsInEveryCall(RadixCache):
+    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
+        print(PRINTED)
+        return super().match_prefix(tokens)
+
+    def stats(self) -> PrefixStats:
+        print(PRINTED)
+        return super().stats()
+
+
+# The wrong types below are the point: each cast tells mypy what the interface
+# promises, and the checker must see through it.
+
+
+class EvictReturnsGenerator(RadixCache):
+    def evict(self, n_blocks: int) -> list[BlockId]:
+        freed = super().evict(n_blocks)
+        return cast(list[BlockId], (block for block in freed))
+
+
+class EvictReturnsTuple(RadixCache):
+    def evict(self, n_blocks: int) -> list[BlockId]:
+        return cast(list[BlockId], tuple(super().evict(n_blocks)))
+
+
+class CachedBlocksFloat(RadixCache):
+    def cached_blocks(self) -> int:
+        return cast(int, float(super().cached_blocks()))
+
+
+class BlockSizeText(RadixCache):
+    def block_size(self) -> int:
+        return cast(int, "two")
+
+
+class SnapshotNone(RadixCache):
+    def snapshot(self) -> Snapshot:
+        return cast(Snapshot, None)
+
+
+class SnapshotDict(RadixCache):
+    def snapshot(self) -> Snapshot:
+        return cast(Snapshot, {"nodes": []})
+
+
+class RaisingEquality(Snapshot):
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("cannot compare")
+
+    __hash__ = Snapshot.__hash__
+
+
+class SnapshotEqualityRaises(RadixCache):
+    def snapshot(self) -> Snapshot:
+        real = super().snapshot()
+        return RaisingEquality(real.block_size, real.nodes, real.stats)
+
+
+class SnapshotNodesNone(RadixCache):
+    def snapshot(self) -> Snapshot:
+        real = super().snapshot()
+        return Snapshot(real.block_size, cast(tuple[NodeView, ...], None), real.stats)
+
+
+class UnprintableErrorInMatch(RadixCache):
+    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
+        raise UnprintableError
+
+
+class RecursesInMatch(RadixCache):
+    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
+        return self.match_prefix(tokens)
+
+
+class MemoryErrorInInsert(RadixCache):
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
+        raise MemoryError("out of KV blocks")
+
+
+def _factory(cache: type[RadixCache]) -> Callable[[int], RadixCache]:
+    def factory(block_size: int) -> RadixCache:
+        return cache(block_size)
+
+    factory.__name__ = cache.__name__
+    return factory
+
+
+def interrupts_in_factory(block_size: int) -> RadixCache:
+    raise KeyboardInterrupt
+
+
+def exits_in_factory(block_size: int) -> RadixCache:
+    sys.exit(4)
+
+
+def hangs_in_factory(block_size: int) -> RadixCache:
+    time.sleep(3600)
+    return RadixCache(block_size)
+
+
+_caches_made = itertools.count(1)
+
+
+def fails_after_two_caches(block_size: int) -> RadixCache:
+    """Makes the sample cache the loading asks for and one more, then raises for good."""
+    made = next(_caches_made)
+    if made > 2:
+        raise ValueError(f"cache {made} is one too many")
+    return RadixCache(block_size)
+
+
+def returns_none(block_size: int) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """A misbehaving target and what ``prefixspec check`` documents for it."""
+
+    factory: Callable[[int], object]
+    status: int
+    """Exit status of ``prefixspec check`` (and of ``replay --target`` of the golden trace)."""
+    words: str
+    """Words the report (stdout) or the one-line error (stderr) holds."""
+
+
+HOSTILE: dict[str, Hostile] = {
+    "interrupts_in_stats": Hostile(_factory(InterruptsInStats), 1, "raised KeyboardInterrupt though nobody pressed Ctrl-C"),
+    "interrupts_in_factory": Hostile(interrupts_in_factory, 2, "raised KeyboardInterrupt though nobody pressed Ctrl-C"),
+    "root_interrupts": Hostile(_factory(RootInterrupts), 2, "raised KeyboardInterrupt"),
+    "exits_in_stats": Hostile(_factory(ExitsInStats), 1, "called sys.exit(3)"),
+    "exits_zero_in_evict": Hostile(_factory(ExitsZeroInEvict), 1, "called sys.exit(0)"),
+    "exits_in_factory": Hostile(exits_in_factory, 2, "called sys.exit(4)"),
+    "base_exception_in_evict": Hostile(_factory(BaseExceptionInEvict), 1, "crash OwnBaseException: evict gave up"),
+    "generator_exit_in_evict": Hostile(_factory(GeneratorExitInEvict), 1, "crash GeneratorExit"),
+    "root_raises": Hostile(_factory(RootRaises), 2, "raised RuntimeError: the root is not ready"),
+    "hangs_in_stats": Hostile(_factory(HangsInStats), 1, "hangs: its"),
+    "hangs_in_factory": Hostile(hangs_in_factory, 2, "did not return within"),
+    "prints_in_every_call": Hostile(_factory(PrintsInEveryCall), 0, "every result and snapshot agrees"),
+    "evict_returns_generator": Hostile(_factory(EvictReturnsGenerator), 1, "evict returned a generator"),
+    "evict_returns_tuple": Hostile(_factory(EvictReturnsTuple), 1, "evict returned a tuple"),
+    "cached_blocks_float": Hostile(_factory(CachedBlocksFloat), 1, "cached_blocks returned a float"),
+    "block_size_text": Hostile(_factory(BlockSizeText), 1, "block_size returned a str"),
+    "snapshot_none": Hostile(_factory(SnapshotNone), 1, "snapshot returned NoneType"),
+    "snapshot_dict": Hostile(_factory(SnapshotDict), 1, "snapshot returned dict"),
+    "snapshot_equality_raises": Hostile(_factory(SnapshotEqualityRaises), 1, "cannot compare"),
+    "snapshot_nodes_none": Hostile(_factory(SnapshotNodesNone), 1, "snapshot"),
+    "unprintable_error_in_match": Hostile(_factory(UnprintableErrorInMatch), 1, "crash UnprintableError"),
+    "recurses_in_match": Hostile(_factory(RecursesInMatch), 1, "crash RecursionError"),
+    "memory_error_in_insert": Hostile(_factory(MemoryErrorInInsert), 1, "crash MemoryError"),
+    "fails_after_two_caches": Hostile(fails_after_two_caches, 1, "when asked for a cache"),
+    "returns_none": Hostile(returns_none, 2, "lacks"),
+}
+"""Every misbehaving target by factory name, with its documented outcome."""
+
+
+def __getattr__(name: str) -> Callable[[int], object]:
+    """``hostile_targets:NAME`` finds the factory of ``HOSTILE[NAME]``."""
+    if name in HOSTILE:
+        return HOSTILE[name].factory
+    raise AttributeError(name)

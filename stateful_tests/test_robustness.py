@@ -1,0 +1,312 @@
+"""Issue 13's reproducers, one by one, each with the outcome the command line documents for it.
+
+The ids are the issue's: T (trace files), P (Python targets), E (engines),
+C (options).  Most run ``main`` in this process; what only a process of its
+own shows (a real Ctrl-C, processes left behind, a target's prints beside
+the report) runs in one.  ``test_fuzz.py`` runs the same families by the
+hundred.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from prefixspec.commands.main import main
+from prefixspec.shipped import GOLDEN_TRACE
+from stateful_tests.fuzzing.plans import SERVE
+from stateful_tests.hostile_targets import HOSTILE, PRINTED
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = str(GOLDEN_TRACE)
+HOSTILE_MODULE = "stateful_tests.hostile_targets"
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """``prefixspec ARGV`` in this process: its exit status (argparse's SystemExit too), stdout and stderr."""
+    try:
+        status = main(argv)
+    except SystemExit as exit:
+        status = int(exit.code or 0)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    return status, captured.out, captured.err
+
+
+def one_line_error(err: str, *words: str) -> None:
+    assert err.startswith("prefixspec: ") and err.count("\n") == 1, err
+    for word in words:
+        assert word in err, err
+
+
+def alive(pid: int) -> bool:
+    """The process ``pid`` exists and is not a zombie (a killed orphan waits for init to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def gone_soon(pid: int) -> bool:
+    deadline = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+# Trace files ----------------------------------------------------------------------------------------
+
+TRACE_FORMAT_ERRORS = [
+    ("T1", b"prefixspec-trace 1\nblock_size 2\n# caf\xe9\nstats\n", ["line 3", "not UTF-8"]),
+    ("T2", b"prefixspec-trace 1\nblock_size 0\n", ["line 2", "at least 1"]),
+    ("T3 superscript", "prefixspec-trace 1\nblock_size ²\n".encode(), ["line 2", "block_size"]),
+    ("T3 5000 digits", b"prefixspec-trace 1\nblock_size " + b"9" * 5000 + b"\n", ["line 2", "block_size"]),
+    ("T5", "prefixspec-trace 1\nblock_size 2\n# a \f b \r c \u2028 d\nfrob\n".encode(), ["line 4", "unknown call 'frob'"]),
+]
+
+
+@pytest.mark.parametrize("command", ["replay", "verify"])
+@pytest.mark.parametrize(("case", "text", "words"), TRACE_FORMAT_ERRORS, ids=[case[0] for case in TRACE_FORMAT_ERRORS])
+def test_a_trace_that_cannot_be_read_is_one_line_naming_the_line(
+    command: str, case: str, text: bytes, words: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "bad.trace"
+    trace.write_bytes(text)
+    status, _, err = run([command, str(trace)], capsys)
+    assert status == 2
+    one_line_error(err, str(trace), *words)
+
+
+def test_t5_separators_inside_a_comment_are_part_of_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "odd.trace"
+    trace.write_text("prefixspec-trace 1\nblock_size 2\n# a \f b \r c \u2028 d \x85 e\ncached_blocks -> 0\n", encoding="utf-8")
+    assert run(["replay", str(trace)], capsys)[0] == 0
+
+
+@pytest.mark.parametrize("recorded", ["[²]", "[" + "9" * 5000 + "]", "²", "9" * 5000])
+def test_t4_verify_of_an_odd_recorded_number_is_a_divergence(recorded: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "recorded.trace"
+    call = "evict 1" if recorded.startswith("[") else "cached_blocks"
+    trace.write_text(f"prefixspec-trace 1\nblock_size 2\nn1 = insert [1 2 3] [5] -> new []\n{call} -> {recorded}\n", encoding="utf-8")
+    for command in (["verify", str(trace)], ["verify", str(trace), "--shrink", "--out", str(tmp_path / "cut.trace")]):
+        status, out, _ = run(command, capsys)
+        assert status == 1 and "diverge" in out
+
+
+def test_t8_verify_shows_no_result_for_a_call_without_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "recorded.trace"
+    trace.write_text("prefixspec-trace 1\nblock_size 2\nn1 = insert [1 2 3] [5]\nevict 1\ncached_blocks -> 7\n", encoding="utf-8")
+    status, out, _ = run(["verify", str(trace)], capsys)
+    assert status == 1
+    assert "  line 4: evict 1\n" in out and "None" not in out
+
+
+# Python targets ---------------------------------------------------------------------------------------
+
+TARGET_CASES = [
+    ("P1 call", "interrupts_in_stats"),
+    ("P1 factory", "interrupts_in_factory"),
+    ("P1 root", "root_interrupts"),
+    ("P2 call", "exits_in_stats"),
+    ("P2 call exit 0", "exits_zero_in_evict"),
+    ("P2 factory", "exits_in_factory"),
+    ("P3 None", "snapshot_none"),
+    ("P3 dict", "snapshot_dict"),
+    ("P3 == raises", "snapshot_equality_raises"),
+    ("P4 BaseException", "base_exception_in_evict"),
+    ("P4 GeneratorExit", "generator_exit_in_evict"),
+    ("P5", "root_raises"),
+    ("P6 call", "hangs_in_stats"),
+    ("P6 factory", "hangs_in_factory"),
+    ("P7 generator", "evict_returns_generator"),
+    ("P7 tuple", "evict_returns_tuple"),
+    ("P7 float", "cached_blocks_float"),
+    ("P7 text", "block_size_text"),
+]
+
+
+@pytest.mark.parametrize(("case", "name"), TARGET_CASES, ids=[case[0] for case in TARGET_CASES])
+def test_a_misbehaving_python_target_gets_its_documented_outcome(
+    case: str, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hostile = HOSTILE[name]
+    target = f"{HOSTILE_MODULE}:{name}"
+    started = time.monotonic()
+    status, out, err = run(["check", target, "--quiet", "--timeout", "1", "--steps", "30", "--out", str(tmp_path)], capsys)
+    assert status == hostile.status
+    assert time.monotonic() - started < 30  # a hang is stopped at --timeout, the check never runs on
+    assert hostile.words in out + err
+    if status == 2:
+        one_line_error(err)
+
+
+@pytest.mark.parametrize("behaviour", ["exit", "interrupt", "base"])
+def test_p1_p2_a_target_that_exits_or_interrupts_its_own_import_is_usage(behaviour: str, tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "prefixspec", "check", "stateful_tests.hostile_import:make_cache", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "HOSTILE_IMPORT": behaviour},
+    )
+    assert completed.returncode == 2
+    one_line_error(completed.stderr, "cannot import 'stateful_tests.hostile_import'")
+
+
+def interruptible(argv: list[str], cwd: Path) -> subprocess.Popen[str]:
+    """``prefixspec ARGV`` in a session of its own, as a terminal's foreground job, SIGINT at its default."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "prefixspec", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        start_new_session=True,
+        # A pytest worker may ignore SIGINT; a shell's child starts with the default, so Python installs its handler.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "--quiet"],
+        ["check", f"{HOSTILE_MODULE}:hangs_in_stats", "--quiet", "--timeout", "60"],
+        ["check", "--quiet", "--exec", f"sleep 1018 & echo $! > helper.pid; {SERVE}"],
+    ],
+    ids=["impl", "a hanging target", "an engine with a helper"],
+)
+def test_p1_a_real_ctrl_c_stops_cleanly_with_130(argv: list[str], tmp_path: Path) -> None:
+    command = interruptible([*argv, "--out", str(tmp_path / "out")], tmp_path)
+    time.sleep(3)  # well inside the run: the golden trace, or the target's hang
+    os.killpg(command.pid, signal.SIGINT)  # the terminal signals the whole foreground group
+    out, err = command.communicate(timeout=30)
+    assert command.returncode == 130, out + err
+    assert err.strip() == "prefixspec: interrupted (Ctrl-C); nothing was reported"
+    assert "Traceback" not in out + err
+    helper = tmp_path / "helper.pid"
+    if helper.exists():
+        assert gone_soon(int(helper.read_text()))
+
+
+def test_a_sigterm_stops_cleanly_with_143_and_ends_the_engines(tmp_path: Path) -> None:
+    command = interruptible(["check", "--quiet", "--out", str(tmp_path / "out"), "--exec", f"sleep 1019 & echo $! > helper.pid; {SERVE}"], tmp_path)
+    time.sleep(3)
+    os.kill(command.pid, signal.SIGTERM)  # as a CI job's timeout does, to the checker alone
+    out, err = command.communicate(timeout=30)
+    assert command.returncode == 143, out + err
+    assert err.strip() == "prefixspec: terminated (SIGTERM); nothing was reported"
+    assert gone_soon(int((tmp_path / "helper.pid").read_text()))
+
+
+def test_p8_a_targets_prints_stay_off_the_report(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "prefixspec", "check", f"{HOSTILE_MODULE}:prints_in_every_call", "--quiet", "--steps", "30", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert completed.returncode == 0
+    assert completed.stdout.startswith("prefixspec check") and "result: PASSED" in completed.stdout
+    assert PRINTED not in completed.stdout
+    assert PRINTED in completed.stderr
+
+
+def test_p9_an_empty_target_is_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["check", ""], ["identify", ""], ["replay", GOLDEN, "--target", ""]):
+        status, _, err = run(argv, capsys)
+        assert status == 2
+        one_line_error(err, "must look like module:factory")
+
+
+# Engines ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("engine", "status"),
+    [
+        ("sleep 1014 & echo $! > child.pid; exit 0", 2),
+        (f"{SERVE} --misbehave fork_and_exit --after 5 --pidfile {{folder}}/child.pid", 1),
+        (f"sleep 1015 & echo $! > child.pid; {SERVE}", 0),
+    ],
+    ids=["a shell that backgrounds sleep and exits", "an engine that forks and exits", "a script that backgrounds a helper"],
+)
+def test_e1_every_process_an_engine_started_is_stopped(
+    engine: str, status: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run(["replay", GOLDEN, "--exec", engine.format(folder=shlex.quote(str(tmp_path))), "--timeout", "1"], capsys)[0] == status
+    assert gone_soon(int((tmp_path / "child.pid").read_text()))
+
+
+@pytest.mark.parametrize("command", ["", "   "])
+def test_e2_an_empty_exec_is_usage(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(["check", "--exec", command], capsys)
+    assert status == 2
+    one_line_error(err, "--exec needs a command")
+
+
+@pytest.mark.parametrize("seconds", ["inf", "1e309", "1e12", "nan", "0", "-1"])
+def test_e3_a_timeout_that_is_no_number_of_seconds_is_usage(seconds: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(["check", "--exec", "true", "--timeout", seconds], capsys)
+    assert status == 2 and "--timeout" in err
+
+
+def test_e4_a_long_stderr_keeps_its_first_and_last_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(["replay", GOLDEN, "--exec", f"{SERVE} --misbehave noisy_crash --after 5"], capsys)
+    assert status == 1
+    report = out + err
+    assert "serve.py: panicked at the first line of the log | log line 0" in report
+    assert "log line 399: " in report and "serve.py: the last words of the log" in report
+
+
+def test_e5_a_number_longer_than_python_reads_is_a_protocol_report(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(["replay", GOLDEN, "--exec", f"{SERVE} --misbehave huge_number --after 5"], capsys)
+    assert status == 1
+    assert "gave a malformed answer" in out + err and "crash ValueError" not in out + err
+
+
+# Options ------------------------------------------------------------------------------------------------
+
+
+def test_c1_an_out_that_is_a_file_is_refused_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    existing = tmp_path / "report.txt"
+    existing.write_text("keep me\n")
+    for argv in (["check", "stateful_tests.broken_caches:lock_pins_nothing"], ["identify"], ["hunt"]):
+        started = time.monotonic()
+        status, out, err = run([*argv, "--out", str(existing)], capsys)
+        assert status == 2 and out == ""
+        one_line_error(err, str(existing), "is a file")
+        assert time.monotonic() - started < 5
+    assert existing.read_text() == "keep me\n"
+
+
+def test_c2_a_json_report_into_a_missing_folder_is_refused_before_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(["check", "--json", str(tmp_path / "no" / "report.json"), "--out", str(tmp_path)], capsys)
+    assert status == 2 and out == ""
+    one_line_error(err, "no folder")
+
+
+def test_c3_a_catalogue_that_is_not_utf8_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    catalogue = tmp_path / "latin1.toml"
+    catalogue.write_bytes('package = "impl"\n# caf\xe9\n'.encode("latin-1"))
+    status, _, err = run(["hunt", str(catalogue), "--out", str(tmp_path)], capsys)
+    assert status == 2
+    one_line_error(err, "line 2", "not UTF-8")
+
+
+@pytest.mark.parametrize("steps", ["1000000000000", "1000001", "9" * 5000])
+def test_c4_steps_past_the_documented_maximum_are_refused(steps: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(["check", "--steps", steps], capsys)
+    assert status == 2 and "--steps" in err
+
