@@ -148,7 +148,9 @@ def require_coverage(stage: StageResult, plan: RunPlan) -> StageResult:
     """A passing stage that never reached an event its profile must reach fails, naming the events."""
     missing = [name for name in REQUIRED.get(stage.name, ()) if not stage.events.get(name)]
     stage.missing_events = missing
-    if plan.require_coverage and stage.passed and missing:
+    # A run shortened with --steps promises less than the profile: its engine examples are not held to it.
+    shortened = stage.name == "engine machine" and plan.min_engine_steps < ENGINE_STEPS_PER_EXAMPLE
+    if plan.require_coverage and stage.passed and missing and not shortened:
         stage.passed = False
         stage.failure = f"the run never reached {len(missing)} of the events the {plan.profile} profile must reach: {', '.join(missing)}"
     return stage
