@@ -356,13 +356,15 @@ def call_machine(
             self.call(lambda: self.pair.evict(width // 3))
 
         @precondition(lambda self: extremes)
-        @rule(node=nodes, times=st.integers(MANY_LOCKS, MANY_LOCKS + 60))
-        def many_locks(self, node: NodePair, times: int) -> None:
+        @rule(times=st.integers(MANY_LOCKS, MANY_LOCKS + 60))
+        def many_locks(self, times: int) -> None:
             """Hundreds of requests on one prefix: as many locks on one node, evictions under them, then the unlocks."""
-            try:
-                self.spec.prefix_of_node(node.spec_node)
-            except UnknownNode:
-                return  # evicted, or the root: the plain lock rule covers those
+            size = self.spec.block_size()
+            prompt = (ID_LIMIT - 1,) * (2 * size)
+            done = self.call(lambda: self.pair.insert(prompt, [self.spec.block_cached_at(prompt[:size]) or self.fresh_blocks(1)[0], self.fresh_blocks(1)[0]]))
+            if not isinstance(done, Inserted):
+                return
+            node = self.node_pair(done.node)
             with self.batched():
                 for _ in range(times):
                     self.call(lambda: self.pair.lock(node.spec_node))

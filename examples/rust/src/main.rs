@@ -289,6 +289,11 @@ fn record(bug: Option<Bug>) -> Result<(), String> {
             seen_header = true;
             continue;
         }
+        if line.starts_with("rules ") {
+            // The rule set the trace's results follow: the checker's side, copied into the record.
+            writeln!(out, "{line}").map_err(write_error)?;
+            continue;
+        }
         let call_text = line.split_once("->").map_or(line, |(call, _)| call).trim();
         let call = parse_call(call_text).map_err(at)?;
         let Some(session) = session.as_mut() else {
