@@ -108,6 +108,6 @@ def test_hunt_command_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[
         'package = "impl"\nfactory = "RadixCache"\n[[mutant]]\nid = "e01"\nbug = "an equivalent edit"\n'
         'file = "blocks.py"\nfind = "    return cached_blocks * block_size"\nreplace = "    return block_size * cached_blocks"\n'
     )
-    assert main(["hunt", str(survivor), "--quiet", "--out", str(tmp_path)]) == 1
+    assert main(["hunt", str(survivor), "--profile", "dev", "--quiet", "--out", str(tmp_path)]) == 1
     assert "SURVIVED" in capsys.readouterr().out
     assert main(["hunt", "--mutant", "zz9", "--quiet"]) == 2

@@ -53,7 +53,7 @@ def test_the_rust_engine_passes_check_exec_in_the_ci_profile(engine: str, tmp_pa
     assert status == 0, output
     report = json.loads(report_file.read_text())
     stages = {stage["name"]: stage for stage in report["stages"]}
-    assert set(stages) == {"golden trace", "call machine", "engine machine"}
+    assert set(stages) == {"golden trace", "call machine", "engine machine", "extremes", "scale"}
     assert all(stage["passed"] for stage in stages.values())
     assert min(stages["engine machine"]["engine_steps_per_example"]) >= 3000
 

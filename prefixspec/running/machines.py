@@ -124,8 +124,15 @@ class NodePair:
 BLOCK_SIZES = st.one_of(st.integers(1, 4), st.sampled_from([5, 7, 16, 17, 32]))
 """Half the examples at 1-4 tokens a block (dense traffic finds the logic bugs), half at odd and engine sizes."""
 
+EXTREME_BLOCK_SIZES = st.integers(1, 2)
+"""The extremes stage's block sizes: a path DEEP nodes deep costs the spec depth squared times the block size
+to build and walk, and a stage whose examples may all miss the deep path cannot be held to reaching it."""
+
 ID_BASES = st.one_of(st.just(0), st.sampled_from([ID_LIMIT - 2, 2**31 - 2, 2**16 - 2, 2**15 - 2, 2**8 - 2, 2**7 - 2]))
 """Where an example's block ids start counting: 0, or just below a boundary, so that its ids cross it."""
+
+EXTREMES = ("deep_path", "wide_node", "many_locks")
+"""The extreme rules, one of which opens each example of the extremes stage."""
 
 TOKEN_ALPHABETS = (
     st.integers(0, 3),
@@ -166,11 +173,31 @@ def call_machine(
             self.pair = Lockstep(self.spec, factory(block_size), observer=coverage.observe, target_factory=factory)
             self.next_block: BlockId = id_base
 
-        @initialize(block_size=BLOCK_SIZES, id_base=ID_BASES, target=prompts)
-        def choose_block_size(self, block_size: int, id_base: int) -> object:
+        def begin(self, block_size: int, id_base: int) -> object:
+            """A fresh pair of caches of ``block_size`` and the example's first prompts: one block of 0s, two of 1s."""
             self.start(block_size, id_base)
             coverage.note_block_size(block_size)
             return multiple((0,) * block_size, (1,) * (2 * block_size))
+
+        if extremes:
+
+            @initialize(block_size=EXTREME_BLOCK_SIZES, id_base=ID_BASES, opening=st.sampled_from(EXTREMES), data=st.data(), target=prompts)
+            def choose_block_size_and_open(self, block_size: int, id_base: int, opening: str, data: st.DataObject) -> object:
+                """Start the example with one extreme rule, so that no example of the stage misses them all."""
+                prompts = self.begin(block_size, id_base)
+                if opening == "deep_path":
+                    self.deep_path(DEEP, data.draw(st.sampled_from(TOKEN_ALPHABETS[:2]), label="alphabet"), data)
+                elif opening == "wide_node":
+                    self.wide_node(WIDE, data.draw(st.sampled_from(BOUNDARY_VALUES), label="base"))
+                else:
+                    self.many_locks(MANY_LOCKS)
+                return prompts
+
+        else:
+
+            @initialize(block_size=BLOCK_SIZES, id_base=ID_BASES, target=prompts)
+            def choose_block_size(self, block_size: int, id_base: int) -> object:
+                return self.begin(block_size, id_base)
 
         def call(self, action: Callable[[], object]) -> object:
             """Make one call through the lockstep; an error both caches raised alike is an answer too."""
@@ -318,7 +345,7 @@ def call_machine(
 
         # The extremes ---------------------------------------------------------------------
 
-        @precondition(lambda self: extremes and self.spec.block_size() <= 2)
+        @precondition(lambda self: extremes)
         @rule(depth=st.integers(DEEP, DEEP + 8), alphabet=st.sampled_from(TOKEN_ALPHABETS[:2]), data=st.data())
         def deep_path(self, depth: int, alphabet: st.SearchStrategy[int], data: st.DataObject) -> None:
             """A path ``depth`` nodes deep (one block each), its deepest node locked, then evictions around it."""
@@ -341,7 +368,7 @@ def call_machine(
             self.call(lambda: self.pair.unlock(deepest))
             self.call(lambda: self.pair.evict(depth // 2))
 
-        @precondition(lambda self: extremes and self.spec.block_size() <= 4)
+        @precondition(lambda self: extremes)
         @rule(width=st.integers(WIDE, WIDE + 8), base=st.sampled_from(BOUNDARY_VALUES))
         def wide_node(self, width: int, base: int) -> None:
             """One block shared by ``width`` prompts that each go their own way after it: a node with that many children."""

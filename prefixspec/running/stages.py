@@ -209,7 +209,7 @@ REACH_STAGES = ("extremes", "scale")
 stages before them passed: a cache that disagrees already has its counterexample, and these cost the
 most (seconds of each check)."""
 
-EXTREME_STEPS = 30
+EXTREME_STEPS = 10
 
 
 def run_stage(name: str, target: CacheFactory, plan: RunPlan) -> StageResult:
