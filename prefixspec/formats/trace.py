@@ -29,6 +29,7 @@ from pathlib import Path
 from spec.api import RULE_PRESETS, CacheFactory, NodeId, PrefixCache, Rules, TargetFailure, parse_rules
 from prefixspec.vocabulary import (
     Call,
+    same_events,
     TraceFormatError,
     error_name,
     invoke,
@@ -267,10 +268,15 @@ class CallRunner:
         return "new"
 
 
+EVENT_WORDS = ("none", "stored ", "removed ", "cleared")
+
+
 def same_outcome(expected: str, got: str) -> bool:
     """Outcome texts agree; hit rates agree to 1e-12, so other languages' float printing passes."""
     if expected == got:
         return True
+    if expected.startswith(EVENT_WORDS) and got.startswith(EVENT_WORDS):  # R13: the same events, however they are cut
+        return same_events(expected, got)
     if len(expected) > 40 or len(got) > 40 or " " in expected or " " in got:
         return False
     try:
