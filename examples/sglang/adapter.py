@@ -472,3 +472,9 @@ def mru(block_size: int) -> SglangCache:
 
 def filo(block_size: int) -> SglangCache:
     return SglangCache(block_size, "filo")
+
+
+def salted_lru(block_size: int) -> SglangCache:
+    """The namespace as SGLang's ``cache_salt``, not its ``extra_key``: the only RadixKey field SGLang 0.5.23's
+    KV events carry (``BlockStored.cache_salt``, kv_events.py:289); ``--rules sglang``."""
+    return SglangCache(block_size, "lru", namespace_field="cache_salt")
