@@ -177,15 +177,12 @@ class PrefixCache(Protocol):
         """Tokens per KV block, B (R1)."""
         ...
 
-    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
-        """The longest cached whole-block prefix of the usable prefix, within ``namespace`` (R3, R4, R7, R9, R12).
-
-        A cache without namespaces may leave the argument out: the checker then passes none.
-        """
+    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
+        """The longest cached whole-block prefix of the usable prefix (R3, R4, R7, R9); see ``TakesNamespaces`` for R12."""
         ...
 
-    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
-        """Cache the whole blocks of ``tokens`` in ``namespace``; one id per whole block (R4, R5, R7, R9, R12)."""
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
+        """Cache the whole blocks of ``tokens``; one id per whole block (R4, R5, R7, R9); see ``TakesNamespaces`` for R12."""
         ...
 
     def lock(self, node: NodeId) -> None:
@@ -222,6 +219,18 @@ class PrefixCache(Protocol):
 
     def snapshot(self) -> Snapshot:
         """The canonical state (R11)."""
+        ...
+
+
+class TakesNamespaces(Protocol):
+    """A cache whose prefixes live in namespaces (R12); optional: a cache without them is called without the argument."""
+
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
+        """R3 within ``namespace``."""
+        ...
+
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
+        """R5 within ``namespace``."""
         ...
 
 

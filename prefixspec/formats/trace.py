@@ -85,6 +85,10 @@ class Trace:
     def calls(self) -> list[Call]:
         return [step.call for step in self.steps]
 
+    def driven_steps(self) -> list[Step]:
+        """The steps but the ``take_events``: the calls a driver made, where a lockstep takes events after each insert and evict (R13)."""
+        return [step for step in self.steps if step.call.op != "take_events"]
+
 
 # Reading ------------------------------------------------------------------------------
 

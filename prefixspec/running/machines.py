@@ -193,6 +193,8 @@ def call_machine(
             """A fresh pair of caches of ``block_size`` and the example's first prompts: one block of 0s, two of 1s."""
             self.start(block_size, id_base)
             coverage.note_block_size(block_size)
+            if id_base:  # an example whose ids start just below a boundary crosses it at once, whatever it draws next
+                self.call(lambda: self.pair.insert((1,) * (2 * block_size), self.fresh_blocks(2)))
             return multiple((0,) * block_size, (1,) * (2 * block_size))
 
         if extremes:
