@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import heapq
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import SupportsIndex, cast
 
 from spec import arith
@@ -208,9 +209,9 @@ class SpecCache:
         """R2: the id of the block that ends at ``tokens`` (a whole-block prefix) in ``namespace``, None where none is cached."""
         return self._block_at.get((namespace, tuple(tokens)))
 
-    def cached_contents(self) -> dict[Prefix, BlockId]:
-        """R2, R12, R13: every cached prefix (namespace, tokens) and the id of its last block: what the events fold to."""
-        return dict(self._block_at)
+    def cached_contents(self) -> Mapping[Prefix, BlockId]:
+        """R2, R12, R13: every cached prefix (namespace, tokens) and the id of its last block: what the events fold to (a read-only view)."""
+        return MappingProxyType(self._block_at)
 
     def cached_block_ids(self) -> list[BlockId]:
         """R2, R5: every id the cache holds, in no particular order."""

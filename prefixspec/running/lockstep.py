@@ -183,6 +183,7 @@ class Lockstep(CallThrough):
         """Take and compare the target's KV events after every call that takes arguments (R13)."""
         self.mirror = Mirror()
         """The router's mirror, folded from the target's events alone."""
+        self._takes = 0
 
     @property
     def root(self) -> NodeId:
@@ -224,7 +225,8 @@ class Lockstep(CallThrough):
                 self.check_block_size(self.target)
             if call.op == TAKE_EVENTS.op:  # it changes nothing the snapshot shows: the mirror is what to compare
                 self.fold_into_mirror(got.value)
-                if self.compare_snapshots:
+                self._takes += 1
+                if self.compare_snapshots and self._takes % self.snapshot_every == 0:  # as often as the snapshots
                     self.check_mirror()
             elif self.compare_snapshots and len(self.steps) % self.snapshot_every == 0:
                 self.check_snapshots(self.reference, self.target, refused=expected.error is not None)

@@ -11,8 +11,9 @@ call; the lockstep checks it against the spec (``Lockstep``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from spec.api import AllBlocksCleared, BlockId, BlockRemoved, BlockStored, KVEvent, Namespace
 
@@ -74,9 +75,9 @@ class Mirror:
             self._entries[block] = Entry(event.namespace, prefix)
             self._block_at[place] = block
 
-    def contents(self) -> dict[Place, BlockId]:
-        """Every prefix the mirror holds and the block it ends with, as ``SpecCache.cached_contents``."""
-        return dict(self._block_at)
+    def contents(self) -> Mapping[Place, BlockId]:
+        """Every prefix the mirror holds and the block it ends with, as ``SpecCache.cached_contents`` (a read-only view)."""
+        return MappingProxyType(self._block_at)
 
     def reusable_blocks(self, tokens: Sequence[int], block_size: int, namespace: Namespace = None) -> list[BlockId]:
         """The blocks a router believes a prompt can reuse: its longest whole-block prefix the mirror holds."""
@@ -90,7 +91,7 @@ class Mirror:
         return blocks
 
 
-def contents_difference(expected: dict[Place, BlockId], got: dict[Place, BlockId]) -> tuple[str, str] | None:
+def contents_difference(expected: Mapping[Place, BlockId], got: Mapping[Place, BlockId]) -> tuple[str, str] | None:
     """The first prefix the mirror gets wrong, as (the cache's, the mirror's) text; None when they are equal."""
     if expected == got:
         return None

@@ -114,6 +114,10 @@ def delta_debug(
     return best
 
 
+class DoesNotReproduce(ValueError):
+    """Calls to minimise on which the target agrees with the spec."""
+
+
 def minimise(
     block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules(), *, time_budget: float = 60.0
 ) -> tuple[list[Call], Disagreement]:
@@ -126,7 +130,7 @@ def minimise(
     calls = [call for call in calls if call.op != TAKE_EVENTS.op]  # the lockstep makes them again where they belong
     found = first_disagreement(block_size, calls, target, rules)
     if found is None:
-        raise ValueError("the calls do not make the target disagree with the spec")
+        raise DoesNotReproduce("the calls do not make the target disagree with the spec")
     best = list(calls[: driven_calls(found)])
     if len(best) > LONG_TRACE:
         return best, found  # each replay would cost seconds: the calls up to the disagreement are the counterexample
