@@ -63,6 +63,7 @@ RESULT_RULES: dict[str, str] = {
     "lock": "R6, locks",
     "unlock": "R6, locks",
     "evict": "R8, eviction",
+    "take_events": "R13, the events",
 }
 """The rule a call's result belongs to; the counters are R9's."""
 
@@ -124,8 +125,9 @@ def describe_snapshot_difference(expected: Snapshot, got: Snapshot, rules: Rules
     if expected_nodes != got_nodes:
         missing = sorted(expected_nodes - got_nodes, key=lambda view: view.prefix)
         extra = sorted(got_nodes - expected_nodes, key=lambda view: view.prefix)
-        if {view.prefix for view in expected.nodes} != {view.prefix for view in got.nodes}:
-            rule = "R4, where nodes end"
+        if {(view.namespace, view.prefix) for view in expected.nodes} != {(view.namespace, view.prefix) for view in got.nodes}:
+            same_prefixes = {view.prefix for view in expected.nodes} == {view.prefix for view in got.nodes}
+            rule = "R12, the namespaces" if same_prefixes else "R4, where nodes end"
         elif {(view.prefix, view.blocks) for view in expected.nodes} != {(view.prefix, view.blocks) for view in got.nodes}:
             rule = "R2/R5, the blocks cached"
         else:
@@ -219,7 +221,10 @@ class Lockstep(CallThrough):
         if self._target_runner is not None and self.target is not None:
             got = self._target_runner.run(call)
             if not same_outcome(expected.text, got.text):
-                raise Disagreement(self.trace(), "result", expected.text, got.text, result_rule(call.op, expected.text, got.text))
+                rule = result_rule(call.op, expected.text, got.text)
+                if call.namespace is not None:  # the rule holds within a namespace: a difference there is R12's first
+                    rule = f"R12 within a namespace, {rule}"
+                raise Disagreement(self.trace(), "result", expected.text, got.text, rule)
             if not self._block_size_checked:  # once a lockstep: it changes nothing, and no call's result shows it
                 self._block_size_checked = True
                 self.check_block_size(self.target)

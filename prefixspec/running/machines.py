@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import cast
 
 from hypothesis import strategies as st
 from hypothesis.errors import StopTest
@@ -303,6 +304,9 @@ def call_machine(
             first, second = pair
             self.call(lambda: self.pair.insert(prompt, self.fresh_blocks(len(self.cached_blocks_along(prompt, first))), namespace=first))
             self.call(lambda: self.pair.match_prefix(prompt, namespace=second))
+            theirs = self.cached_blocks_along(prompt, first)
+            if theirs and None not in theirs:  # one pool of ids (R5 across R12): the first namespace's ids are refused in the second
+                self.call(lambda: self.pair.insert(prompt, cast(list[BlockId], theirs), namespace=second))
             self.call(lambda: self.pair.insert(prompt, self.fresh_blocks(len(self.cached_blocks_along(prompt, second))), namespace=second))
             self.call(lambda: self.pair.match_prefix(prompt + (0,), namespace=first))
             coverage.note("one prompt in two namespaces")

@@ -14,14 +14,14 @@ from typing import TypeVar
 
 from spec.api import CacheFactory, PrefixCacheError, Rules
 from spec.model import SpecCache
-from prefixspec.formats.trace import Trace, UnresolvedHandle
+from prefixspec.formats.trace import FOREIGN, Trace, UnresolvedHandle
 from prefixspec.running.lockstep import Disagreement, Lockstep
 from prefixspec.vocabulary import TAKE_EVENTS, Call
 
 
 def handles_resolve(calls: Sequence[Call]) -> bool:
-    """Every lock and unlock names a node that an earlier call in ``calls`` returned."""
-    named = {"root"}
+    """Every lock and unlock names a node that an earlier call in ``calls`` returned, the root, or another cache's node."""
+    named = {"root", FOREIGN}
     for call in calls:
         if any(handle not in named for handle in call.handles):
             return False
