@@ -147,6 +147,10 @@ NAMESPACE_PAIRS: tuple[tuple[Namespace, Namespace], ...] = (
 )
 """Namespaces that coincide when concatenated, printed or written carelessly, but are different (R12)."""
 
+ENGINE_TENANTS: tuple[Namespace, ...] = (None, None, ("a", "bc"), ("ab", "c"), 0, "0")
+"""The engine machine's tenants, when the cache takes namespaces: half the requests in the default one,
+the rest from tenants whose names alias when written carelessly, the same system prompts in all of them."""
+
 NAMESPACE_DRAW = st.one_of(st.none(), st.sampled_from([space for pair in NAMESPACE_PAIRS for space in pair]))
 """Half the calls in the default namespace, half in one of the namespaces that alias carelessly."""
 
@@ -247,7 +251,6 @@ def call_machine(
             """``namespace`` when the target takes namespaces (R12), else the default one."""
             if namespace is None or "namespaces" not in self.features:
                 return None
-            coverage.note("a namespace other than the default")
             return namespace
 
         @contextmanager
@@ -475,7 +478,9 @@ def engine_machine(
         @initialize(block_size=st.integers(1, 4), prompt_seed=st.integers(0, 2**16))
         def start(self, block_size: int, prompt_seed: int) -> None:
             self.pair = Lockstep(SpecCache(block_size, rules), factory(block_size), observer=counts.coverage.observe)
-            self.engine = Engine(self.pair, Workload(block_size=block_size, pool_size=pool_size), prompt_seed=prompt_seed)
+            tenants = ENGINE_TENANTS if "namespaces" in features_of(self.pair.target) else (None,)
+            workload = Workload(block_size=block_size, pool_size=pool_size, namespaces=tenants)
+            self.engine = Engine(self.pair, workload, prompt_seed=prompt_seed)
             counts.coverage.note_block_size(block_size)
 
         @rule(seed=st.integers(0, 2**32 - 1), length=st.integers(*BURST_STEPS))
