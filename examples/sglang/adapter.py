@@ -478,3 +478,23 @@ def salted_lru(block_size: int) -> SglangCache:
     """The namespace as SGLang's ``cache_salt``, not its ``extra_key``: the only RadixKey field SGLang 0.5.23's
     KV events carry (``BlockStored.cache_salt``, kv_events.py:289); ``--rules sglang``."""
     return SglangCache(block_size, "lru", namespace_field="cache_salt")
+
+
+def salted_lfu(block_size: int) -> SglangCache:
+    """``salted_lru`` under ``lfu``; ``--rules sglang-lfu``."""
+    return SglangCache(block_size, "lfu", namespace_field="cache_salt")
+
+
+def salted_fifo(block_size: int) -> SglangCache:
+    """``salted_lru`` under ``fifo``; ``--rules sglang-fifo``."""
+    return SglangCache(block_size, "fifo", namespace_field="cache_salt")
+
+
+def salted_mru(block_size: int) -> SglangCache:
+    """``salted_lru`` under ``mru``; ``--rules sglang-mru``."""
+    return SglangCache(block_size, "mru", namespace_field="cache_salt")
+
+
+def salted_filo(block_size: int) -> SglangCache:
+    """``salted_lru`` under ``filo``; ``--rules sglang-filo``."""
+    return SglangCache(block_size, "filo", namespace_field="cache_salt")
