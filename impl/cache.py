@@ -16,7 +16,11 @@ from impl.blocks import cached_tokens, full_blocks, hit_rate, usable_prefix
 from impl.radix import TOKEN_TYPECODE, Key, RadixTree, eviction_key
 from spec.api import (
     BlockId,
+    BlockRemoved,
+    BlockStored,
     Inserted,
+    KVEvent,
+    Namespace,
     InvalidArgument,
     NodeId,
     NodeView,
@@ -27,6 +31,19 @@ from spec.api import (
     Snapshot,
     UnknownNode,
 )
+
+
+def _namespace(value: object) -> Namespace:
+    """``value`` as a namespace (R12): an int that is not a bool, a str, or a tuple of those and None; else InvalidArgument.
+
+    Runtime complexity: O(len(value)) for a tuple, O(1) otherwise.
+    """
+    if isinstance(value, tuple):
+        if all(part is None or type(part) is str or (isinstance(part, int) and not isinstance(part, bool)) for part in value):
+            return value
+    elif isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise InvalidArgument(f"a namespace is None, an int, a str or a tuple of those, not {type(value).__name__}")
 
 
 def _id_array(values: object, what: str) -> array[int]:
@@ -61,11 +78,12 @@ def _id_array(values: object, what: str) -> array[int]:
 
 
 class RadixCache:
-    """A block-granular prefix cache (R1-R11), as SGLang's RadixCache or vLLM's
+    """A block-granular prefix cache (R1-R13), as SGLang's RadixCache or vLLM's
     automatic prefix caching, with NodeIds that are the tree's node objects.
 
     A NodeId is checked on every use to be a live node of this very cache, so
     an evicted node, another cache's node or any other value is an UnknownNode.
+    It publishes its KV events (R13): take them with ``take_events``, or they pile up.
     """
 
     def __init__(self, block_size: int, rules: Rules = Rules()) -> None:
@@ -92,6 +110,9 @@ class RadixCache:
         self._hit_tokens = 0
         self._inserted_blocks = 0
         self._evicted_blocks = 0
+        # Events wait as raw records and become BlockStored / BlockRemoved when taken: making an insert's
+        # token tuple at once cost the default namespace's match+insert 20% (benchmark: the note of issue 14).
+        self._events: list[tuple[int | None, array[int], int, int, array[int], Namespace] | list[BlockId]] = []
 
     @property
     def root(self) -> NodeId:
@@ -108,9 +129,9 @@ class RadixCache:
 
     # -------------------------------------------------------------- matching
 
-    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
         """The longest cached whole-block prefix of the usable prefix of ``tokens``
-        (R1, R3, R4, R7, R9).
+        in ``namespace`` (R1, R3, R4, R7, R9, R12).
 
         All tokens are validated (R1), but only the first
         ``usable_prefix(n, B)`` are searched, so the last token is always left
@@ -123,9 +144,11 @@ class RadixCache:
         ``RadixTree.descend``); no Python step per token.
         """
         query = _id_array(tokens, "tokens")
+        if namespace is not None:
+            namespace = _namespace(namespace)
         n_tokens = len(query)
         tree = self._tree
-        path, partial, matched = tree.descend(query.tobytes(), usable_prefix(n_tokens, self._block_size))
+        path, partial, matched = tree.descend(query.tobytes(), usable_prefix(n_tokens, self._block_size), namespace)
         self._clock += 1
         if partial is not None:
             path.append(tree.split(partial, matched, self._clock))
@@ -138,9 +161,9 @@ class RadixCache:
         self._hit_tokens += matched
         return PrefixMatch(matched, blocks.tolist(), path[-1] if path else tree.root)
 
-    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
-        """Cache the whole blocks of ``tokens`` with ``blocks[i]`` for tokens
-        ``[iB, (i+1)B)`` (R1, R2, R4, R5, R7, R9, R10).
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
+        """Cache the whole blocks of ``tokens`` in ``namespace`` with ``blocks[i]`` for tokens
+        ``[iB, (i+1)B)`` (R1, R2, R4, R5, R7, R9, R10, R12); the new blocks are published as one BlockStored (R13).
 
         ``blocks`` must hold exactly ``n // B`` distinct ids (none for the
         partial tail, which is never stored).  Where a position is already
@@ -157,6 +180,8 @@ class RadixCache:
         """
         query = _id_array(tokens, "tokens")
         new_ids = _id_array(blocks, "blocks")
+        if namespace is not None:
+            namespace = _namespace(namespace)
         block_size = self._block_size
         n_blocks = full_blocks(len(query), block_size)
         if len(new_ids) != n_blocks:
@@ -165,7 +190,7 @@ class RadixCache:
         if n_blocks == 0:
             return Inserted(tree.root, [])
         buffer = query.tobytes()
-        path, partial, matched = tree.descend(buffer, n_blocks * block_size)
+        path, partial, matched = tree.descend(buffer, n_blocks * block_size, namespace)
         held = tree.held_blocks(path, partial, matched)
         given = new_ids[: len(held)]
         fresh = new_ids[len(held) :]
@@ -186,7 +211,9 @@ class RadixCache:
         if partial is not None:
             path.append(tree.split(partial, matched, self._clock))
         if fresh:
-            path.append(tree.add_leaf(path[-1] if path else tree.root, buffer, fresh, self._clock))
+            path.append(tree.add_leaf(path[-1] if path else tree.root, buffer, fresh, self._clock, namespace))
+            parent = held[-1] if held else None
+            self._events.append((parent, query, len(held) * block_size, n_blocks * block_size, fresh, namespace))
         self._inserted_blocks += len(fresh)
         tree.touch(path, self._clock, hit=True, split_tail=partial if self._split_tails else None, ranked=self._split_tails)
         return Inserted(path[-1], duplicates)
@@ -254,7 +281,21 @@ class RadixCache:
                 break
             freed.extend(leaf_blocks)
         self._evicted_blocks += len(freed)
+        if freed:
+            self._events.append(freed)
         return freed
+
+    def take_events(self) -> list[KVEvent]:
+        """The KV events since the last take, oldest first (R13). Runtime complexity: O(1)."""
+        taken, self._events = self._events, []
+        events: list[KVEvent] = []
+        for record in taken:
+            if isinstance(record, list):
+                events.append(BlockRemoved(tuple(record)))
+            else:
+                parent, query, start, end, fresh, namespace = record
+                events.append(BlockStored(parent, tuple(query[start:end]), tuple(fresh), namespace))
+        return events
 
     # -------------------------------------------------------------- counters
 
@@ -297,8 +338,8 @@ class RadixCache:
         """
         ordered: list[tuple[Key, int, NodeView]] = []
         key = eviction_key(self._rules)
-        for node, prefix in self._tree.prefixes():
-            ordered.append((key(node), len(prefix), NodeView(prefix, tuple(node.blocks), node.locks)))
+        for node, prefix, namespace in self._tree.prefixes():
+            ordered.append((key(node), len(prefix), NodeView(prefix, tuple(node.blocks), node.locks, namespace)))
         ordered.sort(key=lambda entry: (entry[0], entry[1]))
         return Snapshot(self._block_size, tuple(view for _, _, view in ordered), self.stats())
 
@@ -311,4 +352,4 @@ class RadixCache:
         assert self._inserted_blocks - self._evicted_blocks == self._tree.cached_blocks, "blocks in = blocks held"
         assert 0 <= self._hit_tokens <= self._query_tokens, "hit tokens within query tokens"
         assert self._hit_tokens % self._block_size == 0, "hits are whole blocks"
-        assert all(node.last_use <= self._clock for node, _ in self._tree.prefixes()), "uses are in the past"
+        assert all(node.last_use <= self._clock for node, _, _ in self._tree.prefixes()), "uses are in the past"

@@ -26,7 +26,7 @@ from typing import TypeGuard
 
 from impl.blocks import block_span, segment_blocks
 from impl.ids import HeldIds
-from spec.api import Rules
+from spec.api import Namespace, Rules
 
 TOKEN_TYPECODE = "I"
 """The array typecode of tokens and block ids: unsigned, 4 bytes, so converting
@@ -40,6 +40,10 @@ Key = int | tuple[int, ...]
 """A leaf's place in the eviction order (R8): the smallest goes first."""
 
 QueueEntry = tuple[Key, int, "Node"]
+
+ChildKey = bytes | tuple[Namespace, bytes]
+"""A child's key in its parent's ``children``: its first block's bytes; below the root, outside the
+default namespace, the namespace and those bytes (R12), so that namespaces meet nowhere below the root."""
 """(eviction key, seq, leaf): seq is unique, so entries never compare their nodes."""
 
 
@@ -74,7 +78,9 @@ class Node:
     - ``parent``: the node above; the root is its own parent.
     - ``segment``: the node's own tokens as native ``'I'`` bytes, whole blocks.
     - ``key``: the first block of ``segment``, the node's key in its parent's
-      ``children``, kept so that eviction need not slice the segment again.
+      ``children``, kept so that eviction need not slice the segment again;
+      a child of the root outside the default namespace is keyed by
+      ``(namespace, first block)`` (R12).
     - ``blocks``: one block id per block of ``segment``, in token order, as an
       ``array('I')``: 4 bytes a block where a list of ints took 36, which
       took impl from 7.4 to 5.4 bytes per cached token at 10^6 cached blocks
@@ -120,7 +126,7 @@ class Node:
         owner: RadixTree | None,
         parent: Node | None,
         segment: bytes,
-        key: bytes,
+        key: ChildKey,
         blocks: array[int],
         end: int,
         last_use: int,
@@ -133,7 +139,7 @@ class Node:
         self.key = key
         self.blocks = blocks
         self.end = end
-        self.children: dict[bytes, Node] = {}
+        self.children: dict[ChildKey, Node] = {}
         self.locks = 0
         self.pins = 0
         self.last_use = last_use
@@ -198,8 +204,8 @@ class RadixTree:
         """
         return isinstance(node, Node) and node.owner is self
 
-    def descend(self, query: bytes, limit: int) -> tuple[list[Node], Node | None, int]:
-        """Follow ``query`` from the root as far as the tree holds its whole blocks.
+    def descend(self, query: bytes, limit: int, namespace: Namespace = None) -> tuple[list[Node], Node | None, int]:
+        """Follow ``query`` from the root, in ``namespace`` (R12), as far as the tree holds its whole blocks.
 
         ``query`` holds tokens as native ``'I'`` bytes; only its first ``limit``
         tokens are searched (a multiple of the block size).  Returns
@@ -223,7 +229,8 @@ class RadixTree:
         node = self.root
         offset = 0
         while offset + step <= limit_bytes:
-            child = node.children.get(query[offset : offset + step])
+            piece = query[offset : offset + step]
+            child = node.children.get(piece if offset or namespace is None else (namespace, piece))
             if child is None:
                 break
             if not query.startswith(child.segment, offset, limit_bytes):
@@ -300,7 +307,7 @@ class RadixTree:
         upper.children[node.key] = node
         return upper
 
-    def add_leaf(self, parent: Node, query: bytes, blocks: array[int], last_use: int) -> Node:
+    def add_leaf(self, parent: Node, query: bytes, blocks: array[int], last_use: int, namespace: Namespace = None) -> Node:
         """Add a leaf below ``parent`` holding ``blocks`` for the tokens of ``query`` past ``parent``.
 
         ``query`` holds tokens as native ``'I'`` bytes; the leaf's segment is
@@ -314,7 +321,8 @@ class RadixTree:
         """
         end = parent.end + len(blocks) * self.block_size
         segment = query[parent.end * TOKEN_BYTES : end * TOKEN_BYTES]
-        key = segment[: self._block_bytes]
+        first = segment[: self._block_bytes]
+        key: ChildKey = (namespace, first) if parent is self.root and namespace is not None else first
         # The second node a call creates is a leaf below the split it made first (R4).
         leaf = Node(self, parent, segment, key, blocks, end, last_use, last_use, 2 if parent.created == last_use else 1)
         self._dequeue(parent)
@@ -468,18 +476,19 @@ class RadixTree:
 
     # ------------------------------------------------------------ inspection
 
-    def prefixes(self) -> Iterator[tuple[Node, tuple[int, ...]]]:
-        """Every non-root node with its whole prefix of tokens, parents before children.
+    def prefixes(self) -> Iterator[tuple[Node, tuple[int, ...], Namespace]]:
+        """Every non-root node with its whole prefix of tokens and its namespace, parents before children.
 
         Runtime complexity: O(sum of the prefix lengths), iterative.
         """
-        stack: list[tuple[Node, tuple[int, ...]]] = [(self.root, ())]
+        stack: list[tuple[Node, tuple[int, ...], Namespace]] = [(self.root, (), None)]
         while stack:
-            node, prefix = stack.pop()
-            for child in node.children.values():
+            node, prefix, namespace = stack.pop()
+            for key, child in node.children.items():
                 child_prefix = prefix + tuple(array(TOKEN_TYPECODE, child.segment))
-                yield child, child_prefix
-                stack.append((child, child_prefix))
+                child_namespace = key[0] if isinstance(key, tuple) else namespace
+                yield child, child_prefix, child_namespace
+                stack.append((child, child_prefix, child_namespace))
 
     def check_invariants(self) -> None:
         """Assert every structural fact of the tree; AssertionError names the first broken one.
@@ -509,7 +518,10 @@ class RadixTree:
                 assert child.parent is node, f"{child!r} links to its parent"
                 assert child.blocks, f"{child!r} holds at least one block"
                 assert len(child.segment) == len(child.blocks) * step, f"{child!r} has one block per B tokens"
-                assert key == child.segment[:step] == child.key, f"{child!r} is keyed by its first block"
+                assert key == child.key, f"{child!r} is keyed by its key"
+                bare = key[1] if isinstance(key, tuple) else key
+                assert isinstance(key, bytes) or node is root, f"{child!r}: only the root's children carry a namespace"
+                assert bare == child.segment[:step], f"{child!r} is keyed by its first block"
                 assert segment_blocks(node.end, child.end, self.block_size) == len(child.blocks), f"{child!r} end"
                 assert child.end == node.end + len(child.blocks) * self.block_size, f"{child!r} end"
                 assert child.locks >= 0, f"{child!r} lock count"

@@ -15,6 +15,13 @@ A call as text::
     lock n1                              # a node argument is a handle named earlier, or root
     evict 2
     stats
+    n2 = match [1 2 3] ns="tenant-a"     # R12: a namespace other than the default, last, as ns=JSON
+    take_events                          # R13: optional; a cache that publishes events answers it
+
+A namespace is written ``ns=`` and one word of JSON: an integer, a string, or an
+array of null, integers and strings (``ns=0``, ``ns="0"``, ``ns=["a","bc"]``);
+the default namespace (None) is written by leaving ``ns=`` out.  The word holds
+no space, ``#``, ``;``, ``>`` or ``|``: inside strings they are ``\\u`` escapes.
 
 and its result after `` -> ``, by the call's result kind::
 
@@ -25,6 +32,11 @@ and its result after `` -> ``, by the call's result kind::
     count     N                                   4
     stats     lookups=L query_tokens=Q hit_tokens=H inserted_blocks=I evicted_blocks=E
     rate      a float                             0.4615384615384615
+    events    none, or EVENT ; EVENT ...          stored - [1 2] [10] ; removed [10]
+
+where an event is ``stored PARENT [TOKEN ...] [BLOCK ...]`` (PARENT a block id,
+or ``-`` for a namespace's first block; ``ns=WORD`` after it outside the
+default namespace), ``removed [BLOCK ...]`` or ``cleared``.
 
 or an error by name (``UnknownNode``, optionally followed by a message).
 """
@@ -33,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import operator
 import re
 from collections.abc import Callable, Sequence
@@ -41,8 +54,13 @@ from typing import Literal, SupportsIndex, cast
 
 from spec.api import (
     ERROR_TYPES,
+    AllBlocksCleared,
     BlockId,
+    BlockRemoved,
+    BlockStored,
     Inserted,
+    KVEvent,
+    Namespace,
     NodeId,
     PrefixCache,
     PrefixCacheError,
@@ -51,7 +69,7 @@ from spec.api import (
 )
 
 ParamKind = Literal["tokens", "blocks", "node", "count"]
-ResultKind = Literal["match", "inserted", "ok", "blocks", "count", "stats", "rate"]
+ResultKind = Literal["match", "inserted", "ok", "blocks", "count", "stats", "rate", "events"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +88,10 @@ class CallKind:
     method: str
     params: tuple[Param, ...]
     result: ResultKind
+    namespaced: bool = False
+    """Takes a namespace after its arguments (R12): ``ns=`` in the text, the keyword ``namespace`` in Python."""
+    optional: bool = False
+    """A cache may lack the call; the checker asks whether it has it (R13's ``take_events``)."""
 
     @property
     def names_node(self) -> bool:
@@ -78,8 +100,8 @@ class CallKind:
 
 
 CALLS: tuple[CallKind, ...] = (
-    CallKind("match", "match_prefix", (Param("tokens", "tokens"),), "match"),
-    CallKind("insert", "insert", (Param("tokens", "tokens"), Param("blocks", "blocks")), "inserted"),
+    CallKind("match", "match_prefix", (Param("tokens", "tokens"),), "match", namespaced=True),
+    CallKind("insert", "insert", (Param("tokens", "tokens"), Param("blocks", "blocks")), "inserted", namespaced=True),
     CallKind("lock", "lock", (Param("node", "node"),), "ok"),
     CallKind("unlock", "unlock", (Param("node", "node"),), "ok"),
     CallKind("evict", "evict", (Param("n_blocks", "count"),), "blocks"),
@@ -88,17 +110,21 @@ CALLS: tuple[CallKind, ...] = (
     CallKind("cached_blocks", "cached_blocks", (), "count"),
     CallKind("evictable_blocks", "evictable_blocks", (), "count"),
     CallKind("hit_rate", "hit_rate", (), "rate"),
+    CallKind("take_events", "take_events", (), "events", optional=True),
 )
-"""Every call of ``PrefixCache`` but ``block_size`` and ``snapshot``, which change nothing and take nothing."""
+"""Every call of ``PrefixCache`` but ``block_size`` and ``snapshot``, which change nothing and take nothing,
+and ``PublishesEvents.take_events``."""
 
 BY_OP: dict[str, CallKind] = {kind.op: kind for kind in CALLS}
 BY_METHOD: dict[str, CallKind] = {kind.method: kind for kind in CALLS}
 OPS: tuple[str, ...] = tuple(BY_OP)
-QUERIES: tuple[str, ...] = tuple(kind.op for kind in CALLS if not kind.params)
-"""The calls that take no argument: the counters."""
+QUERIES: tuple[str, ...] = tuple(kind.op for kind in CALLS if not kind.params and not kind.optional)
+"""The calls that take no argument and every cache has: the counters."""
 
-INTERFACE: tuple[str, ...] = ("root", "block_size", *BY_METHOD, "snapshot")
+INTERFACE: tuple[str, ...] = ("root", "block_size", *(kind.method for kind in CALLS if not kind.optional), "snapshot")
 """Every attribute a cache must have."""
+
+TAKE_EVENTS = BY_OP["take_events"]
 
 STATS_FIELDS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(PrefixStats))
 
@@ -129,6 +155,8 @@ class Call:
     op: str
     args: tuple[Arg, ...] = ()
     name: str = ""
+    namespace: Namespace = None
+    """R12: the namespace of a match or an insert."""
 
     @property
     def kind(self) -> CallKind:
@@ -151,21 +179,64 @@ class Call:
         args = tuple(
             rename(cast(str, value)) if declared.kind == "node" else value for declared, value in zip(self.kind.params, self.args)
         )
-        return Call(self.op, args, self.name)
+        return Call(self.op, args, self.name, self.namespace)
 
     def text(self) -> str:
         """The call as a line, without its result."""
         words = [self.op, *(render_arg(declared.kind, value) for declared, value in zip(self.kind.params, self.args))]
+        if self.namespace is not None:
+            words.append(f"ns={render_namespace(self.namespace)}")
         line = " ".join(words)
         return f"{self.name} = {line}" if self.name else line
 
 
-def make_call(op: str, *args: Arg, name: str = "") -> Call:
+def make_call(op: str, *args: Arg, name: str = "", namespace: Namespace = None) -> Call:
     """A call, its arguments checked against the table (a wrong one is a programming error: TypeError)."""
     kind = BY_OP[op]
-    if len(args) != len(kind.params) or kind.names_node != bool(name):
+    if len(args) != len(kind.params) or kind.names_node != bool(name) or (namespace is not None and not kind.namespaced):
         raise TypeError(f"{op} takes {len(kind.params)} arguments{' and a name' if kind.names_node else ''}, got {args!r} {name!r}")
-    return Call(op, tuple(args), name)
+    return Call(op, tuple(args), name, namespace)
+
+
+# Namespaces as text (R12) ---------------------------------------------------------------------
+
+_ESCAPED = {ord(" "): "\\u0020", ord("#"): "\\u0023", ord(";"): "\\u003b", ord(">"): "\\u003e", ord("|"): "\\u007c"}
+LONGEST_NAMESPACE = 1000
+"""Characters the written namespace may have."""
+
+
+def render_namespace(namespace: Namespace) -> str:
+    """The namespace as one word of compact JSON; only strings hold the escaped characters, as ``\\u`` escapes."""
+    value = list(namespace) if isinstance(namespace, tuple) else namespace
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":")).translate(_ESCAPED)
+
+
+def _is_namespace_word(value: object) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
+
+
+def read_namespace(text: str) -> Namespace:
+    """The namespace one word of JSON stands for; ValueError naming what it is instead."""
+    if len(text) > LONGEST_NAMESPACE:
+        raise ValueError(f"a namespace of at most {LONGEST_NAMESPACE} characters")
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        raise ValueError("a namespace in JSON: an integer, a string or an array of null, integers and strings") from None
+    if isinstance(value, list) and all(part is None or _is_namespace_word(part) for part in value):
+        return tuple(value)
+    if _is_namespace_word(value):
+        return cast(Namespace, value)
+    raise ValueError("a namespace in JSON: an integer, a string or an array of null, integers and strings, not " + type(value).__name__)
+
+
+def namespace_of(value: object) -> Namespace:
+    """A namespace a Python caller passes, as the text can write it; Unwritable otherwise."""
+    if value is None or _is_namespace_word(value):
+        return cast(Namespace, value)
+    if isinstance(value, tuple) and all(part is None or _is_namespace_word(part) for part in value):
+        return value
+    raise Unwritable(f"a namespace is None, an int, a str or a tuple of those, got {type(value).__name__}")
 
 
 def render_ints(values: Sequence[int]) -> str:
@@ -224,6 +295,14 @@ def parse_call(text: str, line: int) -> Call:
         name = name.strip()
         if not HANDLE.match(name) or name in ("root", "foreign"):
             raise TraceFormatError(line, f"bad handle name {name!r}")
+    namespace: Namespace = None
+    before, space, last = text.strip().rpartition(" ")
+    if space and last.startswith("ns="):
+        text = before
+        try:
+            namespace = read_namespace(last[3:])
+        except ValueError as problem:
+            raise TraceFormatError(line, f"bad namespace {last[3:63]!r}: {problem}") from None
     words = _WORD.findall(text)
     if not words:
         raise TraceFormatError(line, "missing call")
@@ -231,6 +310,8 @@ def parse_call(text: str, line: int) -> Call:
     kind = BY_OP.get(op)
     if kind is None:
         raise TraceFormatError(line, f"unknown call {op!r} (known: {', '.join(OPS)})")
+    if space and last.startswith("ns=") and not kind.namespaced:
+        raise TraceFormatError(line, f"{op} takes no namespace")
     if kind.names_node != bool(name):
         raise TraceFormatError(line, f"{op} {'needs' if kind.names_node else 'takes no'} a handle name ('nK = {op} ...')")
     if len(rest) != len(kind.params):
@@ -247,7 +328,7 @@ def parse_call(text: str, line: int) -> Call:
         if value is None:
             raise TraceFormatError(line, f"{op}'s {param.name} must be {_PARAM_SHAPES[param.kind]}, got {word[:60]!r}: {_usage(kind)}")
         args.append(value)
-    return Call(op, tuple(args), name)
+    return Call(op, tuple(args), name, namespace)
 
 
 _PARAM_SHAPES: dict[ParamKind, str] = {
@@ -272,12 +353,15 @@ def invoke(cache: PrefixCache, call: Call, node_of: Callable[[str], NodeId]) -> 
         else:
             arguments.append(value)
     method: Callable[..., object] = getattr(cache, call.kind.method)
+    if call.namespace is not None:  # a cache without namespaces is called as before in the default one
+        return method(*arguments, namespace=call.namespace)
     return method(*arguments)
 
 
-def call_of(method: str, arguments: Sequence[object], handle_of: Callable[[NodeId], str], name: str) -> Call:
+def call_of(method: str, arguments: Sequence[object], handle_of: Callable[[NodeId], str], name: str, namespace: object = None) -> Call:
     """The call a Python caller makes with ``arguments``; Unwritable when the text of calls cannot hold them."""
     kind = BY_METHOD[method]
+    space = namespace_of(namespace)
     args: list[Arg] = []
     for param, value in zip(kind.params, arguments, strict=True):
         if param.kind == "node":
@@ -288,7 +372,7 @@ def call_of(method: str, arguments: Sequence[object], handle_of: Callable[[NodeI
             args.append(_as_ints(value, param.name))
         else:
             args.append(_as_int(value, param.name))
-    return Call(kind.op, tuple(args), name if kind.names_node else "")
+    return Call(kind.op, tuple(args), name if kind.names_node else "", space)
 
 
 def _as_ints(values: Sequence[object], what: str) -> tuple[int, ...]:
@@ -368,9 +452,115 @@ def render_result(kind: CallKind, value: object, node_text: Callable[[NodeId], s
         for name in STATS_FIELDS:
             _checked_int(getattr(value, name), method, name)
         return render_stats(value)
+    if kind.result == "events":
+        return render_events(_checked_events(value))
     if not isinstance(value, float | int) or isinstance(value, bool):
         raise WrongResult(f"hit_rate returned {_kind_name(value)}, not a float")
     return repr(float(value))
+
+
+# Events as text (R13) ----------------------------------------------------------------------------
+
+EVENT_TYPES = (BlockStored, BlockRemoved, AllBlocksCleared)
+
+
+def _checked_events(value: object) -> list[KVEvent]:
+    """The events a cache returned from ``take_events``, each checked to be of the interface's types; WrongResult otherwise."""
+    if not isinstance(value, list):
+        raise WrongResult(f"take_events returned {_kind_name(value)}, not a list of events")
+    for event in value:
+        if not isinstance(event, EVENT_TYPES):
+            raise WrongResult(f"take_events returned {_kind_name(event)} among its events, not a BlockStored, BlockRemoved or AllBlocksCleared")
+        if isinstance(event, BlockStored):
+            if event.parent is not None:
+                _checked_int(event.parent, "take_events", "a BlockStored's parent")
+            _checked_ints(list(event.tokens), "take_events", "a BlockStored's tokens")
+            _checked_ints(list(event.blocks), "take_events", "a BlockStored's blocks")
+            try:
+                namespace_of(event.namespace)
+            except Unwritable as problem:
+                raise WrongResult(f"take_events returned a BlockStored whose namespace is not one: {problem}") from None
+        elif isinstance(event, BlockRemoved):
+            _checked_ints(list(event.blocks), "take_events", "a BlockRemoved's blocks")
+    return cast(list[KVEvent], value)
+
+
+def render_event(event: KVEvent) -> str:
+    if isinstance(event, BlockStored):
+        parent = "-" if event.parent is None else str(event.parent)
+        text = f"stored {parent} {render_ints(event.tokens)} {render_ints(event.blocks)}"
+        return text if event.namespace is None else f"{text} ns={render_namespace(event.namespace)}"
+    if isinstance(event, BlockRemoved):
+        return f"removed {render_ints(event.blocks)}"
+    return "cleared"
+
+
+def render_events(events: Sequence[KVEvent]) -> str:
+    """The answer to ``take_events``: ``none``, or the events joined by `` ; ``."""
+    return " ; ".join(render_event(event) for event in events) if events else "none"
+
+
+_STORED = re.compile(r"stored +(-|[0-9]+) +\[([0-9 ]*)\] +\[([0-9 ]*)\](?: +ns=(\S+))?")
+_REMOVED = re.compile(r"removed +\[([0-9 ]*)\]")
+
+
+def parse_events(text: str) -> list[KVEvent]:
+    """The events an answer to ``take_events`` stands for; ResultFormatError when a part is not an event."""
+    if text == "none":
+        return []
+    events: list[KVEvent] = []
+    for part in text.split(";"):
+        part = part.strip()
+        stored, removed = _STORED.fullmatch(part), _REMOVED.fullmatch(part)
+        if stored is not None:
+            parent = None if stored[1] == "-" else _numbers(stored[1])[0]
+            try:
+                namespace = None if stored[4] is None else read_namespace(stored[4])
+            except ValueError as problem:
+                raise ResultFormatError(f"an event's namespace: {problem}") from None
+            events.append(BlockStored(parent, tuple(_numbers(stored[2])), tuple(_numbers(stored[3])), namespace))
+        elif removed is not None:
+            events.append(BlockRemoved(tuple(_numbers(removed[1]))))
+        elif part == "cleared":
+            events.append(AllBlocksCleared())
+        else:
+            raise ResultFormatError(f"`{EVENTS_SHAPE}`, not {part[:60]!r}")
+    return events
+
+
+BlockFact = tuple[str, Namespace, "BlockId | None", tuple[int, ...], BlockId]
+"""One block's event: ("stored", namespace, parent, its tokens, the block) or ("removed", None, None, (), the block)."""
+
+
+def per_block(events: Sequence[KVEvent]) -> list[BlockFact] | None:
+    """R13's equality of event streams: each event cut into one fact per block, a ``cleared`` left out
+    (the mirror checks what it empties); None when a BlockStored's tokens are not one block's worth per block."""
+    facts: list[BlockFact] = []
+    for event in events:
+        if isinstance(event, BlockStored):
+            count = len(event.blocks)
+            if count == 0 or len(event.tokens) % count:
+                return None
+            size = len(event.tokens) // count
+            parent = event.parent
+            for index, block in enumerate(event.blocks):
+                facts.append(("stored", event.namespace, parent, tuple(event.tokens[index * size : (index + 1) * size]), block))
+                parent = block
+        elif isinstance(event, BlockRemoved):
+            facts.extend(("removed", None, None, (), block) for block in event.blocks)
+    return facts
+
+
+def same_events(expected: str, got: str) -> bool:
+    """Two answers to ``take_events`` that stand for the same blocks stored and removed, in the same order."""
+    try:
+        wanted, actual = per_block(parse_events(expected)), per_block(parse_events(got))
+    except ResultFormatError:
+        return False
+    return wanted is not None and wanted == actual
+
+
+EVENTS_SHAPE = "none, or events joined by ' ; ': stored PARENT|- [TOKEN ...] [BLOCK ...] [ns=JSON], removed [BLOCK ...], cleared"
 
 
 _INTS = r"\[ *((?:-?[0-9]+ *)*)\]"
@@ -384,6 +574,7 @@ RESULT_GRAMMAR: dict[ResultKind, tuple[re.Pattern[str], str]] = {
     "count": (re.compile(r"([0-9]+)"), "a whole number"),
     "stats": (re.compile(_STATS), " ".join(f"{name}=N" for name in STATS_FIELDS)),
     "rate": (re.compile(r"(\S+)"), "a number"),
+    "events": (re.compile(r"(none|(?:stored|removed|cleared).*)"), "none, or EVENT ; EVENT ... (stored, removed, cleared)"),
 }
 """What a result of each kind looks like as text, its parts in groups; a node is one word."""
 
@@ -434,6 +625,8 @@ def parse_result(kind: CallKind, text: str, node_of: Callable[[str], NodeId]) ->
         return _numbers(found[1])[0]
     if kind.result == "stats":
         return PrefixStats(*_numbers(" ".join(found.groups())))
+    if kind.result == "events":
+        return parse_events(found[1])
     try:
         return float(found[1])
     except ValueError:
@@ -458,6 +651,34 @@ def error_name(error: BaseException) -> str:
             return name
     message = str(error).replace("\n", " ")
     return f"crash {type(error).__name__}: {message}"
+
+
+# What a cache offers beyond the interface -------------------------------------------------------
+
+FEATURES = ("namespaces", "events")
+"""R12 (``match_prefix`` and ``insert`` take ``namespace``) and R13 (``take_events``): a cache may offer either."""
+
+
+def features_of(cache: object) -> frozenset[str]:
+    """What ``cache`` offers of ``FEATURES``.
+
+    A wrapper that has every call (a pipe, a guard, the lockstep) says what the
+    cache behind it offers in ``prefixspec_features``; a plain cache offers
+    events when it has ``take_events`` and namespaces when both ``match_prefix``
+    and ``insert`` take a ``namespace`` argument.
+    """
+    declared = getattr(cache, "prefixspec_features", None)
+    if isinstance(declared, frozenset):
+        return declared
+    offered: set[str] = set()
+    if callable(getattr(cache, "take_events", None)):
+        offered.add("events")
+    try:
+        if all("namespace" in inspect.signature(getattr(cache, method)).parameters for method in ("match_prefix", "insert")):
+            offered.add("namespaces")
+    except (TypeError, ValueError, AttributeError):  # no signature to read (a builtin, a missing call): no namespaces
+        pass
+    return frozenset(offered)
 
 
 # Wrappers --------------------------------------------------------------------------------------
@@ -492,18 +713,21 @@ class CallThrough:
         """What a call the text cannot hold does; by default the error is raised."""
         raise problem
 
-    def through(self, method: str, *arguments: object) -> object:
+    def through(self, method: str, *arguments: object, namespace: object = None) -> object:
         try:
-            call = call_of(method, arguments, self.handle_of, self.next_name())
+            call = call_of(method, arguments, self.handle_of, self.next_name(), namespace)
         except Unwritable as problem:
             return self.unwritable(method, arguments, problem)
         return self.perform(call)
 
-    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
-        return cast(PrefixMatch, self.through("match_prefix", tokens))
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
+        return cast(PrefixMatch, self.through("match_prefix", tokens, namespace=namespace))
 
-    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
-        return cast(Inserted, self.through("insert", tokens, blocks))
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
+        return cast(Inserted, self.through("insert", tokens, blocks, namespace=namespace))
+
+    def take_events(self) -> list[KVEvent]:
+        return cast(list[KVEvent], self.through("take_events"))
 
     def lock(self, node: NodeId) -> None:
         self.through("lock", node)

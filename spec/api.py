@@ -6,7 +6,7 @@ specification (``spec.model.SpecCache``), the optimised implementation
 rule and no arithmetic, so an implementation may import it without reaching its
 answers through the spec's code.
 
-The rules R1-R11 that give these calls their meaning are stated in prose in
+The rules R1-R13 that give these calls their meaning are stated in prose in
 ``spec/README.md`` and implemented, in the same order, by ``spec/model.py``.
 """
 
@@ -24,6 +24,13 @@ NodeId = Hashable
 
 ID_LIMIT = 2**32
 """Tokens and block ids lie in [0, ID_LIMIT) (R1)."""
+
+NamespacePart = None | int | str
+Namespace = NamespacePart | tuple[NamespacePart, ...]
+"""R12: the namespace of a prefix (a tenant, a LoRA adapter, a cache salt): None (the default
+namespace), an int, a str, or a flat tuple of those.  Two namespaces are the same only when they are
+equal values of the same shape: ``0`` is not ``"0"``, ``None`` is not ``""``, ``("a", "bc")`` is not
+``("ab", "c")``.  A bool is not an int here (``True == 1`` in Python), nor is a float."""
 
 
 class PrefixCacheError(Exception):
@@ -107,11 +114,39 @@ class PrefixStats:
 
 @dataclass(frozen=True)
 class NodeView:
-    """One node in a snapshot: where it ends, the blocks it holds, its own locks."""
+    """One node in a snapshot: where it ends, the blocks it holds, its own locks, and its namespace (R12)."""
 
     prefix: tuple[int, ...]
     blocks: tuple[BlockId, ...]
     locks: int
+    namespace: Namespace = None
+
+
+@dataclass(frozen=True)
+class BlockStored:
+    """R13: ``blocks`` are now cached, one per block of ``tokens``, in token order, in ``namespace``;
+    the first extends the cached block ``parent`` (None: it is the namespace's first block)."""
+
+    parent: BlockId | None
+    tokens: tuple[int, ...]
+    blocks: tuple[BlockId, ...]
+    namespace: Namespace = None
+
+
+@dataclass(frozen=True)
+class BlockRemoved:
+    """R13: ``blocks`` are no longer cached."""
+
+    blocks: tuple[BlockId, ...]
+
+
+@dataclass(frozen=True)
+class AllBlocksCleared:
+    """R13: nothing is cached any more (a cache may open its stream with it)."""
+
+
+KVEvent = BlockStored | BlockRemoved | AllBlocksCleared
+"""One event of the stream a cache publishes (R13)."""
 
 
 @dataclass(frozen=True)
@@ -143,11 +178,11 @@ class PrefixCache(Protocol):
         ...
 
     def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
-        """The longest cached whole-block prefix of the usable prefix (R3, R4, R7, R9)."""
+        """The longest cached whole-block prefix of the usable prefix (R3, R4, R7, R9); see ``TakesNamespaces`` for R12."""
         ...
 
     def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
-        """Cache the whole blocks of ``tokens``; one id per whole block (R4, R5, R7, R9)."""
+        """Cache the whole blocks of ``tokens``; one id per whole block (R4, R5, R7, R9); see ``TakesNamespaces`` for R12."""
         ...
 
     def lock(self, node: NodeId) -> None:
@@ -184,6 +219,27 @@ class PrefixCache(Protocol):
 
     def snapshot(self) -> Snapshot:
         """The canonical state (R11)."""
+        ...
+
+
+class TakesNamespaces(Protocol):
+    """A cache whose prefixes live in namespaces (R12); optional: a cache without them is called without the argument."""
+
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
+        """R3 within ``namespace``."""
+        ...
+
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
+        """R5 within ``namespace``."""
+        ...
+
+
+@runtime_checkable
+class PublishesEvents(Protocol):
+    """A cache that publishes its KV events (R13); optional beside ``PrefixCache``."""
+
+    def take_events(self) -> list[KVEvent]:
+        """The events since the last call of ``take_events`` (since the cache was made, the first time), oldest first."""
         ...
 
 

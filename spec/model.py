@@ -1,9 +1,9 @@
-"""The executable specification: ``SpecCache``, rules R1-R11 in order.
+"""The executable specification: ``SpecCache``, rules R1-R13 in order.
 
 The state is flat, so that each rule reads as a plain statement about it:
 
-- ``_block_at``: a dict from every cached prefix (a tuple of tokens, a whole
-  number of blocks long) to the id of its last block (R2), and its two
+- ``_block_at``: a dict from every cached prefix (a namespace and a tuple of
+  tokens a whole number of blocks long, R12) to the id of its last block (R2), and its two
   indexes: ``_extensions``, the cached prefixes one block longer than each
   cached prefix (the empty one included), and ``_cached_at``, where each id is
   cached (R2, R5);
@@ -12,7 +12,8 @@ The state is flat, so that each rule reads as a plain statement about it:
   ``_hits`` and ``_created``: per node, keyed by
   the node's prefix (R6, R7, R8);
 - the clock and the five counters (R7, R9);
-- ``_rules``: the variant of each rule in force (``spec.api.Rules``; R7, R8).
+- ``_rules``: the variant of each rule in force (``spec.api.Rules``; R7, R8);
+- ``_events``: the events published since the last ``take_events`` (R13).
 
 There is no tree of nodes: a node's blocks, its parent, whether it is a leaf
 and whether it is pinned are all computed from these dicts when asked, by
@@ -29,14 +30,19 @@ from __future__ import annotations
 
 import heapq
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import SupportsIndex, cast
 
 from spec import arith
 from spec.api import (
     ID_LIMIT,
     BlockId,
+    BlockRemoved,
+    BlockStored,
+    KVEvent,
+    Namespace,
     Inserted,
     InvalidArgument,
     NodeId,
@@ -49,7 +55,10 @@ from spec.api import (
     UnknownNode,
 )
 
-Prefix = tuple[int, ...]
+Tokens = tuple[int, ...]
+
+Prefix = tuple[Namespace, Tokens]
+"""A prefix of tokens within its namespace (R12): prefixes of two namespaces are different keys of every dict."""
 
 Stamp = tuple[int, int]
 """A moment within the calls: (the call's clock, its order within the call) (R4, R7)."""
@@ -102,6 +111,23 @@ def as_ids(values: object, what: str) -> tuple[int, ...]:
     return tuple(checked)
 
 
+def as_namespace(value: object) -> Namespace:
+    """R12: ``value`` as a namespace (None, an int, a str, or a flat tuple of those), or InvalidArgument."""
+    if isinstance(value, tuple):
+        for part in value:
+            if part is not None and not is_namespace_word(part):
+                raise InvalidArgument(f"a namespace tuple holds None, ints and strs, got {type(part).__name__}")
+        return value
+    if value is None or is_namespace_word(value):
+        return cast(Namespace, value)
+    raise InvalidArgument(f"a namespace is None, an int, a str or a tuple of those, got {type(value).__name__}")
+
+
+def is_namespace_word(value: object) -> bool:
+    """R12: an int that is not a bool, or a str."""
+    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
+
+
 def as_count(value: object, what: str) -> int:
     """R1, R8: a non-negative int, or InvalidArgument."""
     number = as_int(value, what)
@@ -122,7 +148,8 @@ class SpecCache:
         self._issuer = object()
         self.root: NodeId = SpecNode(self._issuer, 0)
         self._block_at: dict[Prefix, BlockId] = {}
-        self._extensions: dict[Prefix, set[Prefix]] = {(): set()}
+        self._extensions: dict[Prefix, set[Prefix]] = {}
+        self._namespaces: set[Namespace] = set()
         self._cached_at: dict[BlockId, Prefix] = {}
         self._node_at: dict[Prefix, SpecNode] = {}
         self._prefix_of: dict[SpecNode, Prefix] = {}
@@ -140,6 +167,7 @@ class SpecCache:
         self._hit_tokens = 0
         self._inserted_blocks = 0
         self._evicted_blocks = 0
+        self._events: list[KVEvent] = []
 
     def block_size(self) -> int:
         """R1: B, the tokens of one block."""
@@ -158,11 +186,17 @@ class SpecCache:
 
     # R2: block-granular contents ------------------------------------------------
 
-    def whole_block_prefixes(self, tokens: Prefix) -> Iterator[Prefix]:
-        """R2: the prefixes of ``tokens`` that end at a block boundary, shortest first (made as they are asked for)."""
+    def whole_block_prefixes(self, prefix: Prefix) -> Iterator[Prefix]:
+        """R2: the prefixes of ``prefix`` that end at a block boundary, shortest first (made as they are asked for)."""
+        namespace, tokens = prefix
         for index in range(arith.full_blocks(len(tokens), self._block_size)):
             start, end = arith.block_span(index, self._block_size)
-            yield tokens[:end]
+            yield namespace, tokens[:end]
+
+    def one_block_shorter(self, prefix: Prefix) -> Prefix:
+        """R2: the prefix without its last block (the empty prefix of its namespace after one block)."""
+        namespace, tokens = prefix
+        return namespace, tokens[: len(tokens) - self._block_size]
 
     def blocks_of(self, prefix: Prefix) -> list[BlockId]:
         """R2: the ids of a cached prefix's blocks, in token order."""
@@ -171,9 +205,13 @@ class SpecCache:
             blocks.append(self._block_at[shorter])
         return blocks
 
-    def block_cached_at(self, prefix: Sequence[int]) -> BlockId | None:
-        """R2: the id of the block that ends at ``prefix`` (a whole-block prefix), None where none is cached."""
-        return self._block_at.get(tuple(prefix))
+    def block_cached_at(self, tokens: Sequence[int], namespace: Namespace = None) -> BlockId | None:
+        """R2: the id of the block that ends at ``tokens`` (a whole-block prefix) in ``namespace``, None where none is cached."""
+        return self._block_at.get((namespace, tuple(tokens)))
+
+    def cached_contents(self) -> Mapping[Prefix, BlockId]:
+        """R2, R12, R13: every cached prefix (namespace, tokens) and the id of its last block: what the events fold to (a read-only view)."""
+        return MappingProxyType(self._block_at)
 
     def cached_block_ids(self) -> list[BlockId]:
         """R2, R5: every id the cache holds, in no particular order."""
@@ -184,14 +222,15 @@ class SpecCache:
         self._block_at[prefix] = block
         self._cached_at[block] = prefix
         self._extensions[prefix] = set()
-        self._extensions[prefix[: len(prefix) - self._block_size]].add(prefix)
+        self._extensions.setdefault(self.one_block_shorter(prefix), set()).add(prefix)
+        self._namespaces.add(prefix[0])
 
     def drop_block(self, prefix: Prefix) -> None:
         """R2: forget the block of ``prefix``, which no cached prefix extends."""
         block = self._block_at.pop(prefix)
         del self._cached_at[block]
         del self._extensions[prefix]
-        self._extensions[prefix[: len(prefix) - self._block_size]].discard(prefix)
+        self._extensions[self.one_block_shorter(prefix)].discard(prefix)
 
     def longest_cached_prefix(self, tokens: Prefix) -> Prefix:
         """R2: the longest whole-block prefix of ``tokens`` that is cached.
@@ -199,7 +238,7 @@ class SpecCache:
         Cached prefixes are closed under shortening, so the first uncached block
         ends the search.
         """
-        longest: Prefix = ()
+        longest: Prefix = (tokens[0], ())
         for prefix in self.whole_block_prefixes(tokens):
             if prefix not in self._block_at:
                 break
@@ -208,25 +247,26 @@ class SpecCache:
 
     # R3: what a match searches ----------------------------------------------------
 
-    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
-        """R3: the longest cached whole-block prefix of the usable prefix.
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
+        """R3: the longest cached whole-block prefix of the usable prefix, within ``namespace`` (R12).
 
         Only the first u = usable_prefix(n, B) tokens are searched, so the last
         prompt token is always left to compute.  A match ending inside a node
-        splits it (R4), is one use of its path (R7) and is counted (R9).
+        splits it (R4), is one use of its path (R7) and is counted (R9).  It publishes no event (R13).
         """
         prompt = as_ids(tokens, "tokens")
+        space = as_namespace(namespace)
         usable = arith.usable_prefix(len(prompt), self._block_size)
-        matched = self.longest_cached_prefix(prompt[:usable])
+        matched = self.longest_cached_prefix((space, prompt[:usable]))
         self.next_call()
         node = self.root
-        if matched:
+        if matched[1]:
             node = self.split_at(matched)
             self.use_path(matched, hit=False)
         self._lookups += 1
         self._query_tokens += len(prompt)
-        self._hit_tokens += len(matched)
-        return PrefixMatch(matched_tokens=len(matched), blocks=self.blocks_of(matched), node=node)
+        self._hit_tokens += len(matched[1])
+        return PrefixMatch(matched_tokens=len(matched[1]), blocks=self.blocks_of(matched), node=node)
 
     # R4: nodes ------------------------------------------------------------------------
 
@@ -260,9 +300,10 @@ class SpecCache:
     def parent_end(self, prefix: Prefix) -> int:
         """R4: where the parent of the node at ``prefix`` ends: the longest shorter prefix that is a node, or 0 (the root)."""
         end = 0
-        for shorter in self.whole_block_prefixes(prefix[: len(prefix) - 1]):
+        namespace, tokens = prefix
+        for shorter in self.whole_block_prefixes((namespace, tokens[: len(tokens) - 1])):
             if shorter in self._node_at:
-                end = len(shorter)
+                end = len(shorter[1])
         return end
 
     def node_blocks(self, prefix: Prefix) -> list[BlockId]:
@@ -292,7 +333,7 @@ class SpecCache:
 
     # R5: insert ---------------------------------------------------------------------
 
-    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
         """R5: cache the whole blocks of ``tokens``, one caller id per block.
 
         Exactly full_blocks(n, B) ids, so the partial tail is refused.  Where a
@@ -303,11 +344,14 @@ class SpecCache:
         before the first change (R10).  The returned node ends at the inserted
         prefix (R4 a); where the insert leaves the cached path inside a node,
         that node is split at the branch point (R4 c).  One use (R7); new blocks
-        are counted (R9).
+        are counted (R9).  The prefix lies in ``namespace`` (R12), and one block id
+        is cached at one position of one namespace.  The new blocks, if any, are
+        published as one BlockStored (R13).
         """
         prompt = as_ids(tokens, "tokens")
         given = as_ids(blocks, "blocks")
-        positions = list(self.whole_block_prefixes(prompt))
+        space = as_namespace(namespace)
+        positions = list(self.whole_block_prefixes((space, prompt)))
         if len(given) != len(positions):
             raise InvalidArgument(
                 f"insert of {len(prompt)} tokens takes {len(positions)} blocks "
@@ -324,19 +368,31 @@ class SpecCache:
             return Inserted(node=self.root, duplicates=[])
         inserted = positions[-1]
         branch_point = self.longest_cached_prefix(inserted)
-        if branch_point and branch_point != inserted:
+        if branch_point[1] and branch_point != inserted:
             self.split_at(branch_point)
         duplicates: list[BlockId] = []
+        stored: list[BlockId] = []
         for prefix, block in zip(positions, given):
             cached = self._block_at.get(prefix)
             if cached is None:
                 self.cache_block(prefix, block)
                 self._inserted_blocks += 1
+                stored.append(block)
             elif cached != block:
                 duplicates.append(block)
+        if stored:
+            self.publish_stored(branch_point, prompt, stored)
         node = self.split_at(inserted)
         self.use_path(inserted, hit=True)
         return Inserted(node=node, duplicates=duplicates)
+
+    def publish_stored(self, below: Prefix, prompt: Tokens, stored: list[BlockId]) -> None:
+        """R13: the blocks an insert cached (the whole-block positions after ``below``, the longest prefix
+        cached before it) as one BlockStored, under the block ``below`` ends with (None: the namespace's first)."""
+        namespace, tokens = below
+        parent = self._block_at[below] if tokens else None
+        end = len(tokens) + arith.cached_tokens(len(stored), self._block_size)
+        self._events.append(BlockStored(parent, prompt[len(tokens) : end], tuple(stored), namespace))
 
     # R6: locks ----------------------------------------------------------------------
 
@@ -423,7 +479,7 @@ class SpecCache:
         freed = self.node_blocks(prefix)
         parent_end = self.parent_end(prefix)
         for shorter in reversed(list(self.whole_block_prefixes(prefix))):
-            if len(shorter) > parent_end:
+            if len(shorter[1]) > parent_end:
                 self.drop_block(shorter)
         node = self._node_at.pop(prefix)
         del self._prefix_of[node]
@@ -438,7 +494,9 @@ class SpecCache:
         The unpinned leaves wait in eviction order (a heap by ``eviction_key``);
         a parent that becomes a leaf joins them at its own key.  Nodes sharing
         a key were used (and created) by one call and lie on one path, so at
-        most one of them is a leaf: there are no ties.  Counted (R9).
+        most one of them is a leaf: there are no ties.  One order across all
+        namespaces (R12).  Counted (R9); the freed blocks, if any, are published
+        as one BlockRemoved in the order returned (R13).
         """
         wanted = as_count(n_blocks, "n_blocks")
         pinned = self.pinned_prefixes()
@@ -450,11 +508,13 @@ class SpecCache:
         freed: list[BlockId] = []
         while len(freed) < wanted and waiting:
             _key, leaf = heapq.heappop(waiting)
-            parent = leaf[: self.parent_end(leaf)]
+            parent = (leaf[0], leaf[1][: self.parent_end(leaf)])
             freed.extend(self.remove_leaf(leaf))
-            if parent and self.is_leaf(parent) and parent not in pinned:
+            if parent[1] and self.is_leaf(parent) and parent not in pinned:
                 heapq.heappush(waiting, (self.eviction_key(parent), parent))
         self._evicted_blocks += len(freed)
+        if freed:
+            self._events.append(BlockRemoved(tuple(freed)))
         return freed
 
     # R9: counters --------------------------------------------------------------------
@@ -495,12 +555,15 @@ class SpecCache:
 
         A node's own blocks are those of the prefixes since the node above it.
         """
-        walk: list[tuple[Prefix, tuple[BlockId, ...]]] = [(prefix, ()) for prefix in self._extensions[()]]
+        walk: list[tuple[Prefix, tuple[BlockId, ...]]] = []
+        for namespace in self._namespaces:
+            for prefix in self._extensions.get((namespace, ()), set()):
+                walk.append((prefix, ()))
         while walk:
             prefix, since_node = walk.pop()
             blocks = since_node + (self._block_at[prefix],)
             if prefix in self._node_at:
-                yield NodeView(prefix, blocks, self._own_locks.get(prefix, 0))
+                yield NodeView(prefix[1], blocks, self._own_locks.get(prefix, 0), prefix[0])
                 blocks = ()
             for longer in self._extensions[prefix]:
                 walk.append((longer, blocks))
@@ -509,9 +572,17 @@ class SpecCache:
         """R11: every node, in eviction order (R8's key), then prefix length."""
         order: list[tuple[tuple[int, ...], int, NodeView]] = []
         for view in self.node_views():
-            order.append((self.eviction_key(view.prefix), len(view.prefix), view))
+            order.append((self.eviction_key((view.namespace, view.prefix)), len(view.prefix), view))
         order.sort(key=lambda entry: (entry[0], entry[1]))
         nodes: list[NodeView] = []
         for _key, _length, view in order:
             nodes.append(view)
         return Snapshot(self._block_size, tuple(nodes), self.stats())
+
+    # R13: events ------------------------------------------------------------------------
+
+    def take_events(self) -> list[KVEvent]:
+        """R13: the events published since the last take, oldest first; folded over an empty mirror from the
+        cache's start they give exactly ``cached_contents()``."""
+        taken, self._events = self._events, []
+        return taken

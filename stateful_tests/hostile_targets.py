@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from impl import RadixCache
-from spec.api import BlockId, Inserted, NodeId, NodeView, PrefixMatch, PrefixStats, Snapshot
+from spec.api import Namespace, BlockId, Inserted, NodeId, NodeView, PrefixMatch, PrefixStats, Snapshot
 
 PRINTED = "a line the cache printed on stdout " * 4
 """What ``prints_in_every_call`` prints, about 140 characters a call."""
@@ -79,9 +79,9 @@ class HangsInStats(RadixCache):
 
 
 class PrintsInEveryCall(RadixCache):
-    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
         print(PRINTED)
-        return super().match_prefix(tokens)
+        return super().match_prefix(tokens, namespace)
 
     def stats(self) -> PrefixStats:
         print(PRINTED)
@@ -143,17 +143,17 @@ class SnapshotNodesNone(RadixCache):
 
 
 class UnprintableErrorInMatch(RadixCache):
-    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
         raise UnprintableError
 
 
 class RecursesInMatch(RadixCache):
-    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
-        return self.match_prefix(tokens)
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
+        return self.match_prefix(tokens, namespace)
 
 
 class MemoryErrorInInsert(RadixCache):
-    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
         raise MemoryError("out of KV blocks")
 
 

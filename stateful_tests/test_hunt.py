@@ -26,7 +26,7 @@ def catalogue() -> Catalogue:
 
 
 def test_the_catalogue_holds_the_seeds_twelve_bugs_and_the_extremes(catalogue: Catalogue) -> None:
-    assert [mutant.id for mutant in catalogue.mutants] == SEED_IDS + REACH_IDS
+    assert [mutant.id for mutant in catalogue.mutants] == SEED_IDS + REACH_IDS + TENANT_IDS
     for mutant in catalogue.mutants:
         assert set(mutant.killed_by) <= set(SEED_TESTS), mutant.id
         assert bool(mutant.killed_by) == (mutant.id in SEED_IDS), mutant.id
@@ -64,7 +64,7 @@ def test_the_hunt_kills_each_with_its_named_seed_tests_and_a_short_replayable_co
     assert result.machine_killers, f"{mutant_id}: no state machine killed it"
     assert result.counterexample, mutant_id
     trace = read_trace(result.counterexample)
-    assert 1 <= len(trace.steps) <= 15, f"{mutant_id}: {len(trace.steps)} calls"
+    assert 1 <= len(trace.driven_steps()) <= 15, f"{mutant_id}: {len(trace.driven_steps())} calls"
     assert result.seconds_to_report is not None and result.seconds_to_report <= 60, f"{mutant_id}: report after {result.seconds_to_report} s"
     target = f"{DEFAULT_CATALOGUE}#{mutant_id}"
     assert main(["replay", result.counterexample, "--target", target]) == 1, mutant_id
@@ -111,3 +111,22 @@ def test_hunt_command_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["hunt", str(survivor), "--profile", "dev", "--quiet", "--out", str(tmp_path)]) == 1
     assert "SURVIVED" in capsys.readouterr().out
     assert main(["hunt", "--mutant", "zz9", "--quiet"]) == 2
+
+
+TENANT_IDS = ["n01", "n02", "n03", "n04", "e01", "e02", "e03"]
+"""Bugs in namespaces (R12) and events (R13): no seed test knows either; the call machine must catch each."""
+
+
+@pytest.mark.parametrize("mutant_id", TENANT_IDS)
+def test_each_namespace_and_event_bug_is_caught_by_the_call_machine_with_a_short_replayable_counterexample(
+    mutant_id: str, catalogue: Catalogue, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    factory = load_mutant(catalogue, catalogue.mutant(mutant_id))
+    stage = run_stage("call machine", factory, replace(RunPlan.of_profile("ci"), out_dir=tmp_path))
+    assert not stage.passed and stage.counterexample, f"{mutant_id} survived the call machine"
+    trace = read_trace(stage.counterexample)
+    assert 1 <= len(trace.driven_steps()) <= 6, f"{mutant_id}: {len(trace.driven_steps())} calls"
+    assert stage.rule.startswith(("R12", "R13", "R1/R5")), f"{mutant_id}: {stage.rule}"
+    assert main(["replay", stage.counterexample, "--target", f"{DEFAULT_CATALOGUE}#{mutant_id}"]) == 1, mutant_id
+    assert main(["replay", stage.counterexample, "--target", "impl:RadixCache"]) == 0, mutant_id
+    capsys.readouterr()

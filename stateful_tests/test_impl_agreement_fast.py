@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import pytest
 
 from impl import RadixCache
-from spec.api import BlockId, Inserted, NodeId, PrefixMatch
+from spec.api import Namespace, BlockId, Inserted, NodeId, PrefixMatch
 from prefixspec.running.engine import Workload, run_engine
 from prefixspec.running.lockstep import Lockstep
 from spec.model import SpecCache
@@ -26,15 +26,15 @@ from spec.model import SpecCache
 class CheckedRadixCache(RadixCache):
     """A ``RadixCache`` that checks its invariants after every call that may change it, failed or not."""
 
-    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
         try:
-            return super().match_prefix(tokens)
+            return super().match_prefix(tokens, namespace)
         finally:
             self.check_invariants()
 
-    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
         try:
-            return super().insert(tokens, blocks)
+            return super().insert(tokens, blocks, namespace)
         finally:
             self.check_invariants()
 

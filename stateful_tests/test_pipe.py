@@ -117,13 +117,13 @@ def test_a_misbehaving_engine_gets_a_one_paragraph_report(
 def test_a_protocol_failure_inside_a_machine_stops_the_check_with_the_report(
     kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """After 500 good lines of one engine process the engine breaks inside Hypothesis: no shrinking, no traceback.
+    """After 700 good lines of one engine process the engine breaks inside Hypothesis: no shrinking, no traceback.
 
     The golden trace goes in one process; the call machine's examples share a few (``pipe.IDLE_PROCESSES``),
     so a larger count can take thousands of calls to reach in any one of them.
     """
     started = time.monotonic()
-    result = main(["check", "--exec", misbehaving(kind, 500), "--timeout", "1", "--quiet", "--out", str(tmp_path)])
+    result = main(["check", "--exec", misbehaving(kind, 700), "--timeout", "1", "--quiet", "--out", str(tmp_path)])
     output = capsys.readouterr().out
     assert result == 1, output
     assert time.monotonic() - started < 30

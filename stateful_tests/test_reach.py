@@ -47,14 +47,15 @@ def test_the_scale_stage_passes_within_its_budget() -> None:
 
 
 def test_a_run_that_misses_an_event_fails_naming_it() -> None:
-    """The negative control: one example of the call machine cannot reach them all, and the ci check says which."""
+    """The negative control: one example of the extremes stage cannot reach them all (it opens with one of its
+    three extremes), and the ci check says which."""
     plan = replace(RunPlan.of_profile("ci"), base=settings(RunPlan.of_profile("ci").base, max_examples=1))
-    stage = run_stage("call machine", impl.RadixCache, plan)
+    stage = run_stage("extremes", impl.RadixCache, plan)
     assert not stage.passed
     assert "never reached" in stage.failure
     assert stage.missing_events and all(name in stage.failure for name in stage.missing_events)
     # Without the requirement (a caller's own few examples) the same run passes.
-    assert run_stage("call machine", impl.RadixCache, replace(plan, require_coverage=False)).passed
+    assert run_stage("extremes", impl.RadixCache, replace(plan, require_coverage=False)).passed
 
 
 def test_require_coverage_is_what_fails_a_stage() -> None:

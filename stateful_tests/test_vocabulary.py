@@ -10,6 +10,8 @@ from spec.api import ID_LIMIT, Inserted, NotLocked, PrefixMatch, PrefixStats, Un
 from spec.model import SpecCache
 from prefixspec.formats import protocol, trace
 from prefixspec.targets import pipe
+from spec.api import AllBlocksCleared, BlockRemoved, BlockStored
+from prefixspec.formats.trace import same_outcome
 from prefixspec.vocabulary import (
     BY_METHOD,
     CALLS,
@@ -21,6 +23,8 @@ from prefixspec.vocabulary import (
     WrongResult,
     parse_call,
     parse_result,
+    read_namespace,
+    render_namespace,
     render_result,
 )
 
@@ -41,7 +45,21 @@ def calls(draw: st.DrawFn) -> Call:
     kind = draw(st.sampled_from(CALLS))
     args = tuple(draw(argument(param.kind)) for param in kind.params)
     name = draw(handles.filter(lambda word: word != "root")) if kind.names_node else ""
-    return Call(kind.op, args, name)
+    namespace = draw(namespaces) if kind.namespaced else None
+    return Call(kind.op, args, name, namespace)
+
+
+namespace_words = st.one_of(st.integers(-(2**70), 2**70), st.text(max_size=12))
+namespaces = st.one_of(st.none(), namespace_words, st.lists(st.one_of(st.none(), namespace_words), max_size=4).map(tuple))
+"""R12's namespaces, any text included: spaces, '#', ';', '>', '|', '->', quotes, newlines, astral characters."""
+
+
+@given(calls())
+def test_a_written_namespace_is_one_word_free_of_the_traces_separators(call: Call) -> None:
+    if call.namespace is not None:
+        word = render_namespace(call.namespace)
+        assert not set(word) & set(" \t\n\r#;>|"), word
+        assert read_namespace(word) == call.namespace and type(read_namespace(word)) is type(call.namespace)
 
 
 @given(calls())
@@ -52,7 +70,8 @@ def test_every_call_reads_back_as_it_is_written(call: Call) -> None:
 def test_the_table_covers_the_whole_interface() -> None:
     methods = {name for name in dir(SpecCache) if not name.startswith("_")}
     assert set(INTERFACE) <= methods | {"root"}
-    assert set(INTERFACE) == {"root", "block_size", "snapshot", *BY_METHOD}
+    assert set(INTERFACE) == {"root", "block_size", "snapshot", *(kind.method for kind in CALLS if not kind.optional)}
+    assert {kind.method for kind in CALLS if kind.optional} == {"take_events"} <= methods
 
 
 def test_trace_protocol_and_pipe_share_one_parser() -> None:
@@ -70,7 +89,24 @@ RESULTS: dict[str, object] = {
     "count": 12,
     "stats": PrefixStats(1, 2, 3, 4, 5),
     "rate": 0.25,
+    "events": [
+        AllBlocksCleared(),
+        BlockStored(None, (1, 2, 3, 4), (10, 11)),
+        BlockStored(11, (5, 6), (12,), ("a b;c", 0, None)),
+        BlockRemoved((12, 11, 10)),
+    ],
 }
+
+
+def test_no_events_read_back_as_none_and_cut_events_are_the_same_events() -> None:
+    kind = BY_METHOD["take_events"]
+    assert render_result(kind, [], str) == "none" and parse_result(kind, "none", str) == []
+    whole = render_result(kind, [BlockStored(None, (1, 2, 3, 4), (10, 11), "t")], str)
+    cut = render_result(kind, [AllBlocksCleared(), BlockStored(None, (1, 2), (10,), "t"), BlockStored(10, (3, 4), (11,), "t")], str)
+    assert same_outcome(whole, cut)
+    assert not same_outcome(whole, render_result(kind, [BlockStored(None, (1, 2, 3, 4), (10, 11))], str))  # another namespace
+    assert not same_outcome(whole, render_result(kind, [BlockStored(None, (1, 2), (10,), "t")], str))  # a block missing
+    assert not same_outcome("removed [1 2]", "removed [2 1]")  # R13: in the order evict frees them
 
 
 @pytest.mark.parametrize("kind", CALLS, ids=lambda kind: kind.op)

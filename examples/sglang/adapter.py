@@ -17,9 +17,17 @@ The adapter translates; it never fixes behaviour.  What it translates:
   duplicates (SGLang keeps its own ids and reports how much was cached),
   R6's stale handles and NotLocked, and R9's counters, which SGLang does not
   keep;
-- the snapshot: every node with its prefix, blocks and own locks, in
+- the snapshot: every node with its prefix, blocks, own locks and namespace, in
   SGLang's own eviction order, its strategy's ``get_priority`` (ties by
-  prefix length, as they lie on one path).
+  prefix length, as they lie on one path);
+- namespaces (R12): a namespace becomes the ``extra_key`` of every ``RadixKey``
+  the adapter builds (``namespace_key``; None stays None), or, with
+  ``namespace_field="cache_salt"``, its ``cache_salt``; see ``namespace_key``;
+- events (R13): SGLang records them when ``CacheInitParams.enable_kv_cache_events``
+  is set (``RadixCache.__init__``, radix_cache.py:292-297); ``take_events``
+  translates SGLang's ``BlockStored`` / ``BlockRemoved`` / ``AllBlocksCleared``
+  as a router would, from the events alone plus the ids the adapter passed to
+  ``insert`` (see ``take_events``).
 
 The eviction policy is a parameter (``SglangCache(B, "lfu")``); the factories
 below name each one SGLang ships that needs no call argument.  Needs SGLang
@@ -28,16 +36,24 @@ below name each one SGLang ships that needs no call argument.  Needs SGLang
 
 from __future__ import annotations
 
+import json
 import operator
 from array import array
+from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from spec.api import (
     ID_LIMIT,
+    AllBlocksCleared,
     BlockId,
+    BlockRemoved,
+    BlockStored,
     Inserted,
     InvalidArgument,
+    KVEvent,
+    Namespace,
+    NamespacePart,
     NodeId,
     NodeView,
     NotLocked,
@@ -68,6 +84,73 @@ def _ids(values: object, what: str) -> list[int]:
     return checked
 
 
+NamespaceField = Literal["extra_key", "cache_salt"]
+"""Which field of SGLang's ``RadixKey`` carries the spec's namespace (R12)."""
+
+
+def _namespace(value: object) -> Namespace:
+    """R12: ``value`` as a namespace (None, an int that is no bool, a str, or a flat tuple of those), else InvalidArgument."""
+
+    def is_word(part: object) -> bool:
+        return (isinstance(part, int) and not isinstance(part, bool)) or isinstance(part, str)
+
+    if isinstance(value, tuple):
+        for part in value:
+            if part is not None and not is_word(part):
+                raise InvalidArgument(f"a namespace tuple holds None, ints and strs, got {type(part).__name__}")
+        return value
+    if value is None or is_word(value):
+        return value  # type: ignore[return-value]  # is_word narrowed it to int | str
+    raise InvalidArgument(f"a namespace is None, an int, a str or a tuple of those, got {type(value).__name__}")
+
+
+def _tagged(part: NamespacePart) -> list[Any]:
+    if part is None:
+        return ["n"]
+    if isinstance(part, int):
+        return ["i", part]
+    return ["s", part]
+
+
+def namespace_key(namespace: Namespace) -> str | None:
+    """R12: the string SGLang keys a namespace by (its ``RadixKey.extra_key``, a ``str | None``,
+    radix_cache.py:67), injective, so that the adapter itself never aliases two namespaces.
+
+    - ``None`` (the default namespace) is ``None``: SGLang's own default, no extra_key at all;
+    - an int n is ``'["i",n]'``, a str s is ``'["s",s]'`` (s JSON-escaped), a tuple is
+      ``'["t",[part,...]]'`` with each part so, and a None inside a tuple ``'["n"]'``.
+
+    ``json.dumps`` of these tagged lists is one-to-one (``json.loads`` inverts it, ``namespace_of``),
+    so ``0`` is ``'["i",0]'`` and ``"0"`` is ``'["s","0"]'``, ``""`` is ``'["s",""]'`` (never None, nor
+    empty: SGLang turns an empty cache_salt into None, radix_cache.py:77), ``("a", "bc")`` is
+    ``'["t",[["s","a"],["s","bc"]]]'`` and ``("ab", "c")`` is ``'["t",[["s","ab"],["s","c"]]]'``.
+    """
+    if namespace is None:
+        return None
+    if isinstance(namespace, tuple):
+        tagged: list[Any] = ["t", [_tagged(part) for part in namespace]]
+    else:
+        tagged = _tagged(namespace)
+    return json.dumps(tagged, separators=(",", ":"), ensure_ascii=True)
+
+
+def namespace_of(key: str | None) -> Namespace:
+    """The namespace ``namespace_key`` encoded as ``key`` (the inverse)."""
+    if key is None:
+        return None
+
+    def part(tagged: list[Any]) -> NamespacePart:
+        if tagged[0] == "n":
+            return None
+        value: int | str = tagged[1]
+        return value
+
+    decoded: list[Any] = json.loads(key)
+    if decoded[0] == "t":
+        return tuple(part(item) for item in decoded[1])
+    return part(decoded)
+
+
 def _loaded() -> Sglang:
     sglang = load_sglang()
     if sglang is None:
@@ -76,9 +159,23 @@ def _loaded() -> Sglang:
 
 
 class SglangCache:
-    """SGLang's ``RadixCache`` (page size B, eviction ``policy``) as a PrefixCache."""
+    """SGLang's ``RadixCache`` (page size B, eviction ``policy``) as a PrefixCache with namespaces and events.
 
-    def __init__(self, block_size: int, policy: str = "lru") -> None:
+    ``namespace_field`` is the ``RadixKey`` field a namespace goes to: ``extra_key`` (the default,
+    SGLang's namespace of the tree, radix_cache.py:73) or ``cache_salt`` (which namespaces the tree
+    and SGLang's KV events too, radix_cache.py:75).  ``dynamo_format`` is SGLang's
+    ``dynamo_kv_event_format`` (``--kv-events-config`` with ``format=dynamo``): it seeds the event
+    hashes with the extra_key too (events.py:199-211).
+    """
+
+    def __init__(
+        self,
+        block_size: int,
+        policy: str = "lru",
+        *,
+        namespace_field: NamespaceField = "extra_key",
+        dynamo_format: bool = False,
+    ) -> None:
         if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
             raise InvalidArgument(f"block_size must be an int >= 1, got {block_size!r}")
         self.sg = _loaded()
@@ -90,12 +187,22 @@ class SglangCache:
             token_to_kv_pool_allocator=self.allocator,
             page_size=block_size,
             eviction_policy=policy,
+            enable_kv_cache_events=True,
+            dynamo_kv_event_format=dynamo_format,
         )
+        if namespace_field not in ("extra_key", "cache_salt"):
+            raise ValueError(f"namespace_field is extra_key or cache_salt, got {namespace_field!r}")
+        self.namespace_field: NamespaceField = namespace_field
         self.cache: Any = self.sg.RadixCache(params)
         torch = self.sg.torch
         self.offsets = torch.arange(block_size, dtype=torch.int64)
         self.held: set[int] = set()  # the ids SGLang holds: it does not check R5's "cached elsewhere"
         self.lookups = self.query_tokens = self.hit_tokens = self.inserted = self.evicted = 0
+        # R13, the router's side: what the adapter learnt from the events it translated, and the ids
+        # SGLang took in each insert (the KV slots it was given), waiting for their BlockStored.
+        self.id_of_hash: dict[int, BlockId] = {}  # the id last stored under each SGLang block hash
+        self.prefix_of_hash: dict[int, tuple[int, ...]] = {}  # the tokens from the root to each hash's block
+        self.awaiting: dict[tuple[int, ...], deque[BlockId]] = {}  # token prefix -> ids taken there, oldest first
 
     @property
     def root(self) -> NodeId:
@@ -105,7 +212,18 @@ class SglangCache:
     def block_size(self) -> int:
         return self.size
 
-    # Translating slots and nodes.
+    # Translating namespaces, slots and nodes.
+
+    def radix_key(self, tokens: list[int], namespace: Namespace, limit: int | None = None) -> Any:
+        """R12: SGLang's key of ``tokens`` in ``namespace`` (``namespace_key`` in the chosen field)."""
+        key = namespace_key(namespace)
+        if self.namespace_field == "cache_salt":
+            return self.sg.RadixKey(array("q", tokens), limit=limit, cache_salt=key)
+        return self.sg.RadixKey(array("q", tokens), extra_key=key, limit=limit)
+
+    def namespace_of_node(self, node: Any) -> Namespace:
+        key: str | None = getattr(node.key, self.namespace_field)
+        return namespace_of(key)
 
     def slots(self, blocks: list[int]) -> Any:
         torch = self.sg.torch
@@ -140,9 +258,10 @@ class SglangCache:
 
     # The calls.
 
-    def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
         prompt = _ids(tokens, "tokens")
-        key = self.sg.RadixKey(array("q", prompt), limit=max(len(prompt) - 1, 0))
+        space = _namespace(namespace)
+        key = self.radix_key(prompt, space, limit=max(len(prompt) - 1, 0))
         result = self.cache.match_prefix(self.sg.MatchPrefixParams(key=key))
         node = result.last_device_node
         matched = int(result.device_prefix_len)
@@ -153,8 +272,9 @@ class SglangCache:
             return PrefixMatch(0, [], self.root)
         return PrefixMatch(matched, self.path_blocks(node), node)
 
-    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
         prompt, given = _ids(tokens, "tokens"), _ids(blocks, "blocks")
+        space = _namespace(namespace)
         whole = len(prompt) // self.size
         if len(given) != whole:
             raise InvalidArgument(f"{len(prompt)} tokens take {whole} blocks, got {len(given)}")
@@ -162,8 +282,8 @@ class SglangCache:
             raise InvalidArgument("a block id is repeated within the call")
         if not whole:
             return Inserted(self.root, [])
-        key = self.sg.RadixKey(array("q", prompt[: whole * self.size]))
-        cached = self.cached_along(prompt[: whole * self.size])
+        key = self.radix_key(prompt[: whole * self.size], space)
+        cached = self.cached_along(prompt[: whole * self.size], space)
         for position, block in enumerate(given):
             if (position >= len(cached) or cached[position] != block) and block in self.held:
                 raise InvalidArgument(f"block {block} is cached at another position")
@@ -171,20 +291,25 @@ class SglangCache:
         node = result.last_device_node
         kept = int(result.prefix_len) // self.size  # positions SGLang held before this insert
         self.held.update(given[kept:])
+        for position in range(kept, whole):
+            self.awaiting.setdefault(tuple(prompt[: (position + 1) * self.size]), deque()).append(given[position])
         self.inserted += whole - kept
         path = self.path_blocks(node)
         duplicates = [new for new, old in zip(given[:kept], path[:kept]) if new != old]
         return Inserted(node, duplicates)
 
-    def cached_along(self, key: list[int]) -> list[int]:
-        """The ids SGLang holds along ``key``, read without touching the tree (no stamp, no split)."""
+    def cached_along(self, key: list[int], namespace: Namespace = None) -> list[int]:
+        """The ids SGLang holds along ``key`` in ``namespace``, read without touching the tree (no stamp, no split).
+
+        A child is found by SGLang's own child key (``RadixKey.child_key``, which carries the
+        extra_key and cache_salt, radix_cache.py:222-247)."""
         node: Any = self.cache.root_node
         position = 0
         found: list[int] = []
         size = self.size
+        radix = self.radix_key(key, namespace)
         while position + size <= len(key):
-            page = key[position : position + size]
-            child = next((candidate for candidate in node.children.values() if list(candidate.key)[:size] == page), None)
+            child = node.children.get(radix.child_key_at(position, size))
             if child is None:
                 break
             segment = list(child.key)
@@ -250,11 +375,82 @@ class SglangCache:
             node, prefix = stack.pop()
             for child in node.children.values():
                 child_prefix = prefix + tuple(child.key)
-                view = NodeView(child_prefix, tuple(self.block_ids(child.value)), self.own_locks(child))
+                view = NodeView(
+                    child_prefix, tuple(self.block_ids(child.value)), self.own_locks(child), self.namespace_of_node(child)
+                )
                 views.append((priority(child), len(child_prefix), view))
                 stack.append((child, child_prefix))
         views.sort(key=lambda entry: (entry[0], entry[1]))
         return Snapshot(self.size, tuple(view for _, _, view in views), self.stats())
+
+    # R13: SGLang's KV events, as a router reads them.
+
+    def take_events(self) -> list[KVEvent]:
+        """R13: SGLang's events since the last take (``RadixCache.take_events``, base_prefix_cache.py:673),
+        translated one for one, in order, as a router would, never corrected:
+
+        - ``AllBlocksCleared`` (SGLang records one at construction, ``reset``, radix_cache.py:362) passes
+          through, and the adapter forgets the hashes it knew;
+        - ``BlockStored(block_hashes, parent_block_hash, token_ids, ...)``: the parent is the id last
+          stored under ``parent_block_hash`` (None when SGLang gives None); each block's token prefix is
+          the parent's prefix and the event's tokens, a page each; its id is the oldest id an ``insert``
+          passed at that token prefix and SGLang took (the KV slots the adapter gave; no event carries
+          them), so the id follows the insert whatever namespace the event says; the namespace is what
+          the event carries: ``cache_salt`` decoded by ``namespace_of``, else None (SGLang's BlockStored
+          has no extra_key field, kv_events.py:279-295);
+        - ``BlockRemoved(block_hashes)``: each hash becomes the id last stored under it.
+
+        A hash is SGLang's only name for a block, so two blocks under one hash (the same tokens in two
+        namespaces whose hashes SGLang does not tell apart) are one to the adapter: the later id wins.
+        RuntimeError when an event names a hash no event stored, or a block no insert passed.
+        """
+        translated: list[KVEvent] = []
+        for event in self.cache.take_events():
+            kind = type(event).__name__
+            if kind == "AllBlocksCleared":
+                self.id_of_hash.clear()
+                self.prefix_of_hash.clear()
+                translated.append(AllBlocksCleared())
+            elif kind == "BlockStored":
+                translated.append(self.translate_stored(event))
+            elif kind == "BlockRemoved":
+                translated.append(BlockRemoved(tuple(self.known_id(block_hash) for block_hash in event.block_hashes)))
+            else:
+                raise RuntimeError(f"SGLang published an event of an unknown kind: {event!r}")
+        return translated
+
+    def known_id(self, block_hash: int) -> BlockId:
+        if block_hash not in self.id_of_hash:
+            raise RuntimeError(f"SGLang's event names block hash {block_hash}, which no BlockStored stored")
+        return self.id_of_hash[block_hash]
+
+    def translate_stored(self, event: Any) -> BlockStored:
+        if event.lora_name is not None or event.lora_id is not None:
+            raise RuntimeError(f"SGLang's BlockStored carries a LoRA adapter the adapter never named: {event!r}")
+        namespace = namespace_of(event.cache_salt)
+        tokens = [int(token) for token in event.token_ids]
+        hashes = [int(block_hash) for block_hash in event.block_hashes]
+        if not hashes or len(tokens) != len(hashes) * self.size:
+            raise RuntimeError(f"SGLang's BlockStored of {len(hashes)} hashes and {len(tokens)} tokens is not one page a hash: {event!r}")
+        parent_hash = event.parent_block_hash
+        parent: BlockId | None = None
+        prefix: tuple[int, ...] = ()
+        if parent_hash is not None:
+            parent = self.known_id(parent_hash)
+            prefix = self.prefix_of_hash[parent_hash]
+        blocks: list[BlockId] = []
+        for index, block_hash in enumerate(hashes):
+            prefix = prefix + tuple(tokens[index * self.size : (index + 1) * self.size])
+            waiting = self.awaiting.get(prefix)
+            if not waiting:
+                raise RuntimeError(f"SGLang's BlockStored stores tokens {list(prefix)}, where no insert left a block")
+            block = waiting.popleft()
+            if not waiting:
+                del self.awaiting[prefix]
+            self.id_of_hash[block_hash] = block
+            self.prefix_of_hash[block_hash] = prefix
+            blocks.append(block)
+        return BlockStored(parent, tuple(tokens), tuple(blocks), namespace)
 
 
 def lru(block_size: int) -> SglangCache:
@@ -276,3 +472,29 @@ def mru(block_size: int) -> SglangCache:
 
 def filo(block_size: int) -> SglangCache:
     return SglangCache(block_size, "filo")
+
+
+def salted_lru(block_size: int) -> SglangCache:
+    """The namespace as SGLang's ``cache_salt``, not its ``extra_key``: the only RadixKey field SGLang 0.5.23's
+    KV events carry (``BlockStored.cache_salt``, kv_events.py:289); ``--rules sglang``."""
+    return SglangCache(block_size, "lru", namespace_field="cache_salt")
+
+
+def salted_lfu(block_size: int) -> SglangCache:
+    """``salted_lru`` under ``lfu``; ``--rules sglang-lfu``."""
+    return SglangCache(block_size, "lfu", namespace_field="cache_salt")
+
+
+def salted_fifo(block_size: int) -> SglangCache:
+    """``salted_lru`` under ``fifo``; ``--rules sglang-fifo``."""
+    return SglangCache(block_size, "fifo", namespace_field="cache_salt")
+
+
+def salted_mru(block_size: int) -> SglangCache:
+    """``salted_lru`` under ``mru``; ``--rules sglang-mru``."""
+    return SglangCache(block_size, "mru", namespace_field="cache_salt")
+
+
+def salted_filo(block_size: int) -> SglangCache:
+    """``salted_lru`` under ``filo``; ``--rules sglang-filo``."""
+    return SglangCache(block_size, "filo", namespace_field="cache_salt")

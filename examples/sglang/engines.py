@@ -1,11 +1,19 @@
 """``make engines``: SGLang's real RadixCache through the kit, under every policy, and ``docs/engines.md``.
 
-For each eviction policy of ``examples.sglang.adapter.POLICIES``:
+For each eviction policy of ``examples.sglang.adapter.POLICIES``, with two
+factories: ``POLICY`` (the namespace as SGLang's ``extra_key``) and
+``salted_POLICY`` (the namespace as its ``cache_salt``):
 
-1. ``prefixspec check`` under ``strict``: SGLang must differ (it counts a
-   split's lower part as used, R7), with a counterexample of at most 3 calls;
-2. ``prefixspec check --rules sglang[-POLICY]``: it must pass the whole ci check;
-3. ``prefixspec identify``: it must name exactly that preset.
+1. ``prefixspec check`` of ``salted_POLICY`` under ``strict``: SGLang must differ
+   (it counts a split's lower part as used, R7), with a counterexample of at most
+   3 calls (the salted factory, whose events agree, so that R7 is the difference);
+2. ``prefixspec check POLICY --rules sglang[-POLICY]``: it must differ on R13 and
+   on no other rule (SGLang's KV events drop the extra_key, ``EXTRA_KEY_LINES``),
+   with a counterexample written (``--extra-key-lru-only`` checks ``lru`` alone);
+3. ``prefixspec check salted_POLICY --rules sglang[-POLICY]``: it must pass the
+   whole ci check, namespaces and events checked (every event of ``SHOWN_EVENTS``
+   reached);
+4. ``prefixspec identify salted_POLICY``: it must name exactly that preset.
 
 Run with the venv that holds SGLang (``make engines`` builds ``.venv-bench``).
 Exit 0 when every expectation holds; the report is printed and written to
@@ -38,6 +46,29 @@ SOURCE_LINES = (
     "the call, where R7 (strict) keeps its old last use."
 )
 
+EXTRA_KEY_LINES = (
+    "`sglang/srt/` 0.5.23: the extra_key namespaces the tree (`RadixKey.extra_key`, `mem_cache/radix_cache.py:67`; "
+    "`child_key` keys children by it, lines 246-247), so R12 holds, but SGLang's KV events drop it: `BlockStored` "
+    "has no such field (`disaggregation/kv_events.py:279-295`; it carries `cache_salt`, line 289, and `lora_name`, "
+    "line 295), and the event hashes omit it (`mem_cache/utils.py:178-214`, `compute_node_event_hash_values`; "
+    "`mem_cache/events.py:199-208`, `_namespace_seed` passes the extra_key only when it is a registered LoRA name) "
+    "unless `dynamo_kv_event_format` is set (lines 209-211). So an insert in a namespace publishes a `BlockStored` "
+    "in the default namespace, and R13 differs at the first `take_events` after it."
+)
+
+SALT_LINES = (
+    "`sglang/srt/` 0.5.23: the cache_salt namespaces the tree (`mem_cache/radix_cache.py:246`) and reaches the "
+    "events (`BlockStored(cache_salt=node.key.cache_salt)`, `mem_cache/events.py:264`; its hashes seeded by the "
+    "salt, `mem_cache/utils.py:199-202`). `RadixKey` keeps `cache_salt or None` (`radix_cache.py:77`), so an "
+    "empty salt would be the default namespace; the adapter's encoding (`namespace_key`) never produces `\"\"`. "
+    "SGLang opens its stream with `AllBlocksCleared` (`radix_cache.py:362`), publishes a `BlockStored` per page "
+    "(`mem_cache/events.py:213-271`, from `radix_cache.py:758`) and a `BlockRemoved` per evicted node "
+    "(`radix_cache.py:577`): R13 counts these cuts as the same stream."
+)
+
+SHOWN_EVENTS = ("a namespace other than the default", "one prompt in two namespaces", "events taken")
+"""The coverage events of R12 and R13 that the salted check under its preset must reach, shown per stage."""
+
 
 def preset_of(policy: str) -> str:
     return "sglang" if policy == "lru" else f"sglang-{policy}"
@@ -47,7 +78,11 @@ def preset_of(policy: str) -> str:
 class PolicyRun:
     policy: str
     strict: CheckReport | None = None
+    """``salted_POLICY`` under ``strict``."""
+    extra_key: CheckReport | None = None
+    """``POLICY`` (the extra_key factory) under its preset, when it was run."""
     preset: CheckReport | None = None
+    """``salted_POLICY`` under its preset."""
     identified: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
@@ -67,14 +102,30 @@ def shortest_stage(report: CheckReport) -> tuple[int, str, str]:
     return (stage.counterexample_calls, stage.rule, text)
 
 
-def run_policy(policy: str, out: Path, progress: bool) -> PolicyRun:
-    factory: CacheFactory = getattr(adapter, policy)
-    name = f"examples.sglang.adapter:{policy}"
+def shown_counts(report: CheckReport) -> dict[str, list[tuple[str, int]]]:
+    """For each of ``SHOWN_EVENTS``, the stages of ``report`` that reached it and how often."""
+    return {event: [(stage.name, stage.events[event]) for stage in report.stages if stage.events.get(event)] for event in SHOWN_EVENTS}
+
+
+def failed_rules(report: CheckReport) -> list[str]:
+    return [stage.rule or f"({stage.name}: no rule named)" for stage in report.stages if not stage.passed]
+
+
+def run_policy(policy: str, out: Path, progress: bool, extra_key: bool) -> PolicyRun:
+    salted_name = f"salted_{policy}"
+    salted: CacheFactory = getattr(adapter, salted_name)
+    name = f"examples.sglang.adapter:{salted_name}"
     run = PolicyRun(policy)
     base = replace(RunPlan.of_profile("ci"), replay_target=f"--target {name}")
+    preset = preset_of(policy)
 
+    def say(text: str) -> None:
+        if progress:
+            print(f"  {policy}: {text}", file=sys.stderr, flush=True)
+
+    say(f"{salted_name} under strict ...")
     started = time.perf_counter()
-    run.strict = run_check(factory, target_name=name, plan=replace(base, out_dir=out / policy / "strict"))
+    run.strict = run_check(salted, target_name=name, plan=replace(base, out_dir=out / salted_name / "strict"))
     run.seconds["strict"] = time.perf_counter() - started
     calls, rule, _ = shortest_stage(run.strict)
     if run.strict.passed:
@@ -82,29 +133,55 @@ def run_policy(policy: str, out: Path, progress: bool) -> PolicyRun:
     elif not (1 <= calls <= 3 and rule.startswith("R7")):
         run.problems.append(f"under strict the shortest counterexample has {calls} calls and names {rule!r}, not <= 3 calls and R7")
 
-    preset = preset_of(policy)
+    if extra_key:
+        say(f"{policy} (extra_key) under {preset} ...")
+        plain: CacheFactory = getattr(adapter, policy)
+        plain_name = f"examples.sglang.adapter:{policy}"
+        started = time.perf_counter()
+        run.extra_key = run_check(
+            plain,
+            target_name=plain_name,
+            plan=replace(base, rules=RULE_PRESETS[preset], out_dir=out / policy / preset, replay_target=f"--target {plain_name} --rules {preset}"),
+        )
+        run.seconds["extra_key"] = time.perf_counter() - started
+        rules = failed_rules(run.extra_key)
+        if run.extra_key.passed:
+            run.problems.append(f"the extra_key factory passed under --rules {preset}, where its events lack the namespace (R13)")
+        elif not all(rule.startswith("R13") for rule in rules):
+            run.problems.append(f"the extra_key factory differs under --rules {preset} on {rules}, not on R13 alone")
+        elif not shortest_stage(run.extra_key)[0]:
+            run.problems.append(f"the extra_key factory differs under --rules {preset} but no counterexample was written")
+
+    say(f"{salted_name} under {preset} ...")
     started = time.perf_counter()
     run.preset = run_check(
-        factory,
+        salted,
         target_name=name,
-        plan=replace(base, rules=RULE_PRESETS[preset], out_dir=out / policy / preset, replay_target=f"--target {name} --rules {preset}"),
+        plan=replace(base, rules=RULE_PRESETS[preset], out_dir=out / salted_name / preset, replay_target=f"--target {name} --rules {preset}"),
     )
     run.seconds[preset] = time.perf_counter() - started
     if not run.preset.passed:
-        run.problems.append(f"failed under --rules {preset}")
+        run.problems.append(f"{salted_name} failed under --rules {preset}: {failed_rules(run.preset)}")
+    for event, reached in shown_counts(run.preset).items():
+        if not reached:
+            run.problems.append(f"{salted_name} under --rules {preset} never reached {event!r}")
 
+    say(f"identify {salted_name} ...")
     started = time.perf_counter()
-    verdicts = identify(factory, target_name=name, base=replace(base, out_dir=out / policy / "identify"))
+    verdicts = identify(salted, target_name=name, base=replace(base, out_dir=out / salted_name / "identify"))
     run.seconds["identify"] = time.perf_counter() - started
     run.identified = [verdict.rules.name for verdict in verdicts if verdict.conforms]
     if run.identified != [preset]:
-        run.problems.append(f"identify named {run.identified}, not [{preset}]")
-    if progress:
-        print(f"  {policy}: {'ok' if not run.problems else '; '.join(run.problems)}", file=sys.stderr, flush=True)
+        run.problems.append(f"identify {salted_name} named {run.identified}, not [{preset}]")
+    say("ok" if not run.problems else "; ".join(run.problems))
     return run
 
 
-def markdown(runs: list[PolicyRun], version: str, torch_version: str) -> str:
+def counted(counts: list[tuple[str, int]]) -> str:
+    return ", ".join(f"{stage} {count:,}" for stage, count in counts) or "never"
+
+
+def markdown(runs: list[PolicyRun], version: str, torch_version: str, total_seconds: float) -> str:
     lines = [
         "# Real engines through the kit",
         "",
@@ -112,36 +189,89 @@ def markdown(runs: list[PolicyRun], version: str, torch_version: str) -> str:
         "",
         f"## SGLang {version} `RadixCache` (torch {torch_version}, CPU)",
         "",
-        "The adapter is `examples/sglang/adapter.py` (it translates pages, tokens and locks; it fixes no behaviour).",
-        "Each policy was checked with the `ci` profile: the golden trace, the call machine and the engine machine.",
+        "The adapter is `examples/sglang/adapter.py` (it translates pages, tokens, locks, namespaces and events; it fixes",
+        "no behaviour). Each policy has two factories: `POLICY` puts a namespace (R12) in SGLang's `RadixKey.extra_key`,",
+        "`salted_POLICY` in its `cache_salt`; both take SGLang's KV events (R13). Each check ran the `ci` profile: the",
+        "golden trace, the call machine (which draws namespaces and takes events), the engine machine, and, when those",
+        "pass, the extremes and scale stages.",
         "",
-        "| policy | under `strict` | under its preset | `identify` names | calls checked (preset) | seconds (strict / preset / identify) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| policy | `salted_POLICY` under `strict` | `POLICY` (extra_key) under its preset | `salted_POLICY` under its preset | `identify salted_POLICY` names | calls checked (salted, preset) | seconds (strict / extra_key / salted preset / identify) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for run in runs:
         assert run.strict is not None and run.preset is not None
         calls, rule, _ = shortest_stage(run.strict)
         strict_cell = "PASSED" if run.strict.passed else f"differs: {calls} calls, {rule}"
         preset = preset_of(run.policy)
+        if run.extra_key is None:
+            extra_cell, extra_seconds = "not run (`--extra-key-lru-only`)", "-"
+        else:
+            extra_calls, extra_rule, _ = shortest_stage(run.extra_key)
+            extra_cell = f"`{preset}`: " + ("PASSED" if run.extra_key.passed else f"differs: {extra_calls} call{'s' if extra_calls != 1 else ''}, {extra_rule}")
+            extra_seconds = f"{run.seconds['extra_key']:.1f}"
         preset_cell = f"`{preset}`: {'PASSED' if run.preset.passed else 'FAILED'}"
-        seconds = f"{run.seconds['strict']:.1f} / {run.seconds[preset]:.1f} / {run.seconds['identify']:.1f}"
+        seconds = f"{run.seconds['strict']:.1f} / {extra_seconds} / {run.seconds[preset]:.1f} / {run.seconds['identify']:.1f}"
         lines.append(
-            f"| {run.policy} | {strict_cell} | {preset_cell} | {', '.join(run.identified) or 'none'} | {calls_of(run.preset):,} | {seconds} |"
+            f"| {run.policy} | {strict_cell} | {extra_cell} | {preset_cell} | {', '.join(run.identified) or 'none'} | {calls_of(run.preset):,} | {seconds} |"
         )
-    lines += ["", "Each engine machine run: 12 examples of at least 3,000 engine steps.", ""]
+    lines += [
+        "",
+        f"All of it in {total_seconds:.0f} s. Each engine machine run: 12 examples of at least 3,000 engine steps.",
+        "The strict check runs the salted factory, whose events agree, so that R7 is the one difference it shows;",
+        "the lockstep's takes of events after each insert and evict are kept in the counterexamples.",
+        "",
+    ]
     lines += ["### The difference under `strict`", "", SOURCE_LINES, ""]
     for run in runs:
         assert run.strict is not None
         calls, rule, text = shortest_stage(run.strict)
         if calls:
-            lines += [f"`{run.policy}`, {calls} calls ({rule}):", "", "```", text, "```", ""]
+            lines += [f"`salted_{run.policy}`, {calls} calls ({rule}):", "", "```", text, "```", ""]
+    lines += ["### The extra_key factory: its events lack the namespace (R13)", "", EXTRA_KEY_LINES, ""]
+    for run in runs:
+        if run.extra_key is None:
+            continue
+        calls, rule, text = shortest_stage(run.extra_key)
+        if not calls:
+            lines += [f"`{run.policy}` under `{preset_of(run.policy)}`: {'PASSED' if run.extra_key.passed else 'FAILED, no counterexample'}.", ""]
+            continue
+        failed = [stage for stage in run.extra_key.stages if stage.counterexample]
+        stage = min(failed, key=lambda candidate: candidate.counterexample_calls)
+        other = [f"{each.name} {'ok' if each.passed else 'FAILED (' + each.rule + ')'}" for each in run.extra_key.stages]
+        lines += [
+            f"`{run.policy}` under `{preset_of(run.policy)}`: differs in the {stage.name}, {calls} call{'s' if calls > 1 else ''} ({rule});"
+            f" the trace: `{Path(stage.counterexample).relative_to(ROOT) if Path(stage.counterexample).is_relative_to(ROOT) else stage.counterexample}`"
+            f" (stages: {', '.join(other)}). The trace, with the lockstep's take of events after the insert:",
+            "",
+            "```",
+            text,
+            "```",
+            "",
+        ]
     lines += [
+        "### The cache_salt factories: namespaces and events agree",
+        "",
+        SALT_LINES,
+        "",
+        "Where each `salted_POLICY` check under its preset reached the coverage events of R12 and R13 (stage and count):",
+        "",
+        "| policy | " + " | ".join(f"{event!r}".replace("'", '"') for event in SHOWN_EVENTS) + " |",
+        "| --- |" + " --- |" * len(SHOWN_EVENTS),
+    ]
+    for run in runs:
+        assert run.preset is not None
+        counts = shown_counts(run.preset)
+        lines.append(f"| {run.policy} | " + " | ".join(counted(counts[event]) for event in SHOWN_EVENTS) + " |")
+    lines += [
+        "",
         "### Left out",
         "",
         "- `priority` needs an argument of insert (the request's priority), which the interface does not have.",
         "- `slru` and `tlru` take configuration (`protected_threshold`; TEL estimates); `tlru` also raises",
         "  `AttributeError` on the plain `RadixCache` (its nodes lack the `_tlru_*` fields), so the server refuses it there.",
         "- The server's default cache in 0.5.23 is `UnifiedRadixCache` (a Rust tree core by default), not this class.",
+        "- `dynamo_kv_event_format` (the adapter's `dynamo_format=True`), which seeds the event hashes with the extra_key",
+        "  too, is not checked here; its `BlockStored` still has no extra_key field.",
         "",
     ]
     return "\n".join(lines)
@@ -152,14 +282,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policy", choices=adapter.POLICIES, action="append", help="only these policies (default all)")
     parser.add_argument("--out", default=str(ROOT / "counterexamples" / "engines"), help="where counterexamples go")
     parser.add_argument("--docs", default=str(ROOT / "docs" / "engines.md"), help="where the report goes")
+    parser.add_argument("--extra-key-lru-only", action="store_true", help="check the extra_key factory under its preset for lru alone (default every policy)")
     arguments = parser.parse_args(argv)
     sglang = load_sglang()
     if sglang is None:
         print("make engines: SGLang cannot be imported here (make engines installs it into .venv-bench)", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    runs = [run_policy(policy, Path(arguments.out), progress=True) for policy in arguments.policy or adapter.POLICIES]
-    report = markdown(runs, sglang.version, sglang.torch_version)
+    runs = [
+        run_policy(policy, Path(arguments.out), progress=True, extra_key=not arguments.extra_key_lru_only or policy == "lru")
+        for policy in arguments.policy or adapter.POLICIES
+    ]
+    report = markdown(runs, sglang.version, sglang.torch_version, time.perf_counter() - started)
     print(report)
     Path(arguments.docs).write_text(report, encoding="utf-8")
     problems = [f"{run.policy}: {problem}" for run in runs for problem in run.problems]

@@ -16,8 +16,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable
 
-from spec.api import NodeId, NodeView, PrefixCache, PrefixCacheError, PrefixStats, Snapshot
+from spec.api import Namespace, NodeId, NodeView, PrefixCache, PrefixCacheError, PrefixStats, Snapshot
 from prefixspec.vocabulary import (
+    FEATURES,
+    features_of,
+    read_namespace,
+    render_namespace,
     RESULT_GRAMMAR,
     STATS_FIELDS,
     ResultFormatError,
@@ -34,16 +38,46 @@ from prefixspec.vocabulary import (
 PROTOCOL_VERSION = 1
 HANDSHAKE = f"prefixspec-protocol {PROTOCOL_VERSION}"
 
+FEATURES_WORD = "features="
+
+
+def greeting(name: str, features: frozenset[str]) -> str:
+    """The engine's answer to the handshake: ``ok NAME``, and ``features=namespaces,events`` when it offers any (R12, R13)."""
+    offered = ",".join(feature for feature in FEATURES if feature in features)
+    return f"ok {name} {FEATURES_WORD}{offered}".rstrip() if offered else f"ok {name}".rstrip()
+
+
+def parse_greeting(text: str) -> tuple[str, frozenset[str]]:
+    """An engine's name and the features it offers, from the handshake's answer after ``ok``; unknown features are ignored."""
+    name, _, last = text.strip().rpartition(" ")
+    if not last.startswith(FEATURES_WORD):
+        return text.strip(), frozenset()
+    return name.strip(), frozenset(word for word in last[len(FEATURES_WORD) :].split(",") if word in FEATURES)
+
+
 _INTS = r"\[ *((?:[0-9]+ *)*)\]"
-_SNAPSHOT = re.compile(rf"{RESULT_GRAMMAR['stats'][0].pattern} +nodes=([0-9]+)((?: +{_INTS} +{_INTS} +[0-9]+)*)")
-_SNAPSHOT_NODE = re.compile(rf" +{_INTS} +{_INTS} +([0-9]+)")
-SNAPSHOT_SHAPE = "STATS nodes=K followed by K times [PREFIX ...] [BLOCK ...] LOCKS"
+_NODE = rf" +{_INTS} +{_INTS} +([0-9]+)(?: +ns=(\S+))?"
+_SNAPSHOT = re.compile(rf"{RESULT_GRAMMAR['stats'][0].pattern} +nodes=([0-9]+)((?:{_NODE})*)")
+_SNAPSHOT_NODE = re.compile(_NODE)
+SNAPSHOT_SHAPE = "STATS nodes=K followed by K times [PREFIX ...] [BLOCK ...] LOCKS (and ns=JSON outside the default namespace)"
 
 
 def render_snapshot(snapshot: Snapshot) -> str:
     """A snapshot as the answer to ``snapshot``: the counters, then every node in last-use order."""
-    nodes = "".join(f" {render_ints(view.prefix)} {render_ints(view.blocks)} {view.locks}" for view in snapshot.nodes)
+    nodes = "".join(
+        f" {render_ints(view.prefix)} {render_ints(view.blocks)} {view.locks}" + ("" if view.namespace is None else f" ns={render_namespace(view.namespace)}")
+        for view in snapshot.nodes
+    )
     return f"{render_stats(snapshot.stats)} nodes={len(snapshot.nodes)}{nodes}"
+
+
+def _namespace_word(text: str | None) -> Namespace:
+    if text is None:
+        return None
+    try:
+        return read_namespace(text)
+    except ValueError as problem:
+        raise ResultFormatError(f"a node's namespace: {problem}") from None
 
 
 def _whole(text: str) -> int:
@@ -61,7 +95,7 @@ def parse_snapshot(text: str, block_size: int) -> Snapshot:
     fields = len(STATS_FIELDS)
     stats = PrefixStats(*(_whole(found[index]) for index in range(1, fields + 1)))
     nodes = tuple(
-        NodeView(tuple(map(_whole, node[1].split())), tuple(map(_whole, node[2].split())), _whole(node[3]))
+        NodeView(tuple(map(_whole, node[1].split())), tuple(map(_whole, node[2].split())), _whole(node[3]), _namespace_word(node[4]))
         for node in _SNAPSHOT_NODE.finditer(found[fields + 2])
     )
     if len(nodes) != _whole(found[fields + 1]):
@@ -84,7 +118,7 @@ class ProtocolServer:
 
     def result(self, line: str) -> str:
         if line.startswith("prefixspec-protocol"):
-            return f"ok {self.name}" if line == HANDSHAKE else f"ProtocolError this engine speaks {HANDSHAKE}"
+            return greeting(self.name, features_of(self.factory(1))) if line == HANDSHAKE else f"ProtocolError this engine speaks {HANDSHAKE}"
         if line.startswith("block_size"):
             words = line.split()
             size = read_int(words[1]) if len(words) == 2 else None

@@ -145,6 +145,10 @@ class Coverage:
     def observe(self, call: Call, result: str, value: object, before: Snapshot, after: Snapshot) -> None:
         """The rule events of one call, from its result and the spec's snapshots around it."""
         self.note_values(call)
+        if call.namespace is not None:
+            self.note("a namespace other than the default")
+        if call.op == "take_events" and result != "none":
+            self.note("events taken")
         name = result.split(" ")[0]
         if name in ERROR_TYPES:
             self.note(f"refused {call.op}: {name}")
@@ -170,13 +174,13 @@ class Coverage:
     def observe_evict(self, call: Call, before: Snapshot, after: Snapshot) -> None:
         if call.args == (0,):
             self.note("evict(0)")
-        kept = {view.prefix for view in after.nodes}
-        removed = [view for view in before.nodes if view.prefix not in kept]
+        kept = {(view.namespace, view.prefix) for view in after.nodes}
+        removed = [view for view in before.nodes if (view.namespace, view.prefix) not in kept]
         if any(len(view.blocks) > 1 for view in removed):
             self.note("multi-block leaf evicted")
-        prefixes = [view.prefix for view in before.nodes]
+        prefixes = [(view.namespace, view.prefix) for view in before.nodes]
         for view in removed:
-            if any(len(other) > len(view.prefix) and other[: len(view.prefix)] == view.prefix for other in prefixes):
+            if any(space == view.namespace and len(other) > len(view.prefix) and other[: len(view.prefix)] == view.prefix for space, other in prefixes):
                 self.note("parent became a leaf within one evict")
                 break
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import cast
 
-from spec.api import BlockId, NodeId, PrefixCache, Snapshot
+from spec.api import BlockId, Namespace, NodeId, PrefixCache, PrefixMatch, Snapshot, TakesNamespaces
 
 DRAIN_ALL = 10**9
 
@@ -43,6 +44,8 @@ class Workload:
     system_prompts: int = 3
     alphabet: int = 4
     longest_prompt_blocks: int = 24
+    namespaces: tuple[Namespace, ...] = (None,)
+    """The tenants a request comes from (R12); one, the default, for a cache without namespaces."""
 
 
 @dataclass
@@ -55,6 +58,7 @@ class Request:
     own: list[BlockId]
     locked_blocks: int
     prefilled: bool = False
+    namespace: Namespace = None
 
 
 @dataclass
@@ -115,15 +119,15 @@ class PromptSource:
         return prompt
 
 
-def cached_block_by_prefix(snapshot: Snapshot) -> dict[tuple[int, ...], BlockId]:
-    """Every cached whole-block prefix and its last block's id, read off a snapshot."""
+def cached_block_by_prefix(snapshot: Snapshot) -> dict[tuple[Namespace, tuple[int, ...]], BlockId]:
+    """Every cached whole-block prefix, with its namespace (R12), and its last block's id, read off a snapshot."""
     size = snapshot.block_size
-    found: dict[tuple[int, ...], BlockId] = {}
+    found: dict[tuple[Namespace, tuple[int, ...]], BlockId] = {}
     for view in snapshot.nodes:
         end = len(view.prefix)
         start = end - len(view.blocks) * size
         for index, block in enumerate(view.blocks):
-            found[view.prefix[: start + (index + 1) * size]] = block
+            found[(view.namespace, view.prefix[: start + (index + 1) * size])] = block
     return found
 
 
@@ -152,7 +156,9 @@ class Engine:
         done = [request for request in self.running if request.prefilled]
         roll = rng.random()
         if roll < 0.45 and len(self.running) < self.workload.max_running:
-            action = self.admit(self.prompts.next_prompt(rng))
+            tenants = self.workload.namespaces
+            # One draw more only with tenants: a workload in the default namespace keeps its sequence of steps.
+            action = self.admit(self.prompts.next_prompt(rng), rng.choice(tenants) if len(tenants) > 1 else tenants[0])
         elif roll < 0.7 and waiting:
             action = self.prefill(rng.choice(waiting))
         elif roll < 0.85 and done:
@@ -168,9 +174,15 @@ class Engine:
             self.check()
         return action
 
-    def admit(self, prompt: tuple[int, ...]) -> str:
+    def match(self, prompt: tuple[int, ...], namespace: Namespace) -> PrefixMatch:
+        """A match in ``namespace``; a cache without namespaces is only ever asked in the default one."""
+        if namespace is None:
+            return self.cache.match_prefix(prompt)
+        return cast(TakesNamespaces, self.cache).match_prefix(prompt, namespace=namespace)
+
+    def admit(self, prompt: tuple[int, ...], namespace: Namespace = None) -> str:
         size = self.workload.block_size
-        found = self.cache.match_prefix(prompt)
+        found = self.match(prompt, namespace)
         self.cache.lock(found.node)
         wanted = (len(prompt) + size - 1) // size - len(found.blocks)
         if wanted > len(self.free):
@@ -186,7 +198,7 @@ class Engine:
                 )
         own = self.free[:wanted]
         del self.free[:wanted]
-        request = Request(prompt, found.node, list(found.blocks) + own, own, len(found.blocks))
+        request = Request(prompt, found.node, list(found.blocks) + own, own, len(found.blocks), namespace=namespace)
         self.running.append(request)
         self.counts.admitted += 1
         return "admit"
@@ -194,7 +206,10 @@ class Engine:
     def prefill(self, request: Request) -> str:
         size = self.workload.block_size
         whole = len(request.prompt) // size
-        inserted = self.cache.insert(request.prompt, request.table[:whole])
+        if request.namespace is None:
+            inserted = self.cache.insert(request.prompt, request.table[:whole])
+        else:
+            inserted = cast(TakesNamespaces, self.cache).insert(request.prompt, request.table[:whole], namespace=request.namespace)
         for block in inserted.duplicates:
             if block not in request.own:
                 raise EngineViolation(f"insert handed back block {block}, which the request does not own")
@@ -220,7 +235,7 @@ class Engine:
         """Right after an insert its whole prefix is the longest match, ending at the inserted node."""
         size = self.workload.block_size
         whole = request.locked_blocks
-        found = self.cache.match_prefix(request.prompt[: whole * size] + (0,))
+        found = self.match(request.prompt[: whole * size] + (0,), request.namespace)
         if found.matched_tokens != whole * size or found.node != node:
             raise EngineViolation(
                 f"right after inserting {whole * size} tokens a match covered {found.matched_tokens}"
@@ -320,7 +335,7 @@ class Engine:
         size = self.workload.block_size
         for request in self.running:
             for position in range(request.locked_blocks):
-                prefix = request.prompt[: (position + 1) * size]
+                prefix = (request.namespace, request.prompt[: (position + 1) * size])
                 if cached.get(prefix) != request.table[position]:
                     raise EngineViolation(
                         f"a locked prefix lost block {position} (id {request.table[position]}): "

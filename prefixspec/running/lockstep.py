@@ -6,6 +6,12 @@ and the lockstep makes it on both caches, compares the results as trace text
 (nodes by handle, so NodeIds of different caches compare) and, after every
 call, the two snapshots (R11).  It records every call with the reference's
 result, so the calls up to a disagreement are a ready counterexample trace.
+
+A target that publishes KV events (R13) is asked for them after every insert
+and evict, refused ones too (a ``take_events`` step of the trace; events a
+match or a lock publishes by mistake show in the next take): they must be the
+spec's, cut into blocks however the target likes, and folded into a router's
+``Mirror`` they must give the spec's contents wherever snapshots are compared.
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import SupportsIndex, cast
 
-from spec.api import ERROR_TYPES, CacheFactory, NodeId, NodeView, PrefixCache, Rules, Snapshot
+from spec.api import ERROR_TYPES, CacheFactory, KVEvent, NodeId, NodeView, PrefixCache, Rules, Snapshot
 from spec.model import SpecCache
 from prefixspec.formats.trace import PASSED_ON, CallRunner, Step, Trace, outcome_text, same_outcome
-from prefixspec.vocabulary import Call, CallThrough, Unwritable, WrongResult, render_ints, render_stats
+from prefixspec.running.mirror import Mirror, MirrorError, contents_difference
+from prefixspec.vocabulary import TAKE_EVENTS, Call, CallThrough, Unwritable, WrongResult, features_of, render_ints, render_stats
 
 
 class Disagreement(AssertionError):
@@ -56,6 +63,7 @@ RESULT_RULES: dict[str, str] = {
     "lock": "R6, locks",
     "unlock": "R6, locks",
     "evict": "R8, eviction",
+    "take_events": "R13, the events",
 }
 """The rule a call's result belongs to; the counters are R9's."""
 
@@ -117,8 +125,9 @@ def describe_snapshot_difference(expected: Snapshot, got: Snapshot, rules: Rules
     if expected_nodes != got_nodes:
         missing = sorted(expected_nodes - got_nodes, key=lambda view: view.prefix)
         extra = sorted(got_nodes - expected_nodes, key=lambda view: view.prefix)
-        if {view.prefix for view in expected.nodes} != {view.prefix for view in got.nodes}:
-            rule = "R4, where nodes end"
+        if {(view.namespace, view.prefix) for view in expected.nodes} != {(view.namespace, view.prefix) for view in got.nodes}:
+            same_prefixes = {view.prefix for view in expected.nodes} == {view.prefix for view in got.nodes}
+            rule = "R12, the namespaces" if same_prefixes else "R4, where nodes end"
         elif {(view.prefix, view.blocks) for view in expected.nodes} != {(view.prefix, view.blocks) for view in got.nodes}:
             rule = "R2/R5, the blocks cached"
         else:
@@ -134,6 +143,9 @@ def describe_snapshot_difference(expected: Snapshot, got: Snapshot, rules: Rules
         f"last-use order {[list(view.prefix) for view in got.nodes]}",
     )
 
+
+CHANGES_CONTENTS = ("insert", "evict")
+"""The calls after which the lockstep takes the target's events: the only calls that publish any (R13)."""
 
 Observer = Callable[[Call, str, object, Snapshot, Snapshot], None]
 
@@ -155,6 +167,7 @@ class Lockstep(CallThrough):
         snapshot_every: int = 1,
         observer: Observer | None = None,
         target_factory: CacheFactory | None = None,
+        check_events: bool = True,
     ) -> None:
         self.reference = reference
         self.target = target
@@ -168,6 +181,11 @@ class Lockstep(CallThrough):
         """Told of every call, its result and the spec's snapshots around it (``coverage.Coverage.observe``)."""
         self._target_runner = CallRunner(target, target_factory) if target is not None else None
         self._block_size_checked = False
+        self.events = check_events and target is not None and "events" in features_of(target)
+        """Take and compare the target's KV events after every call that takes arguments (R13)."""
+        self.mirror = Mirror()
+        """The router's mirror, folded from the target's events alone."""
+        self._takes = 0
 
     @property
     def root(self) -> NodeId:
@@ -203,17 +221,43 @@ class Lockstep(CallThrough):
         if self._target_runner is not None and self.target is not None:
             got = self._target_runner.run(call)
             if not same_outcome(expected.text, got.text):
-                raise Disagreement(self.trace(), "result", expected.text, got.text, result_rule(call.op, expected.text, got.text))
+                rule = result_rule(call.op, expected.text, got.text)
+                if call.namespace is not None:  # the rule holds within a namespace: a difference there is R12's first
+                    rule = f"R12 within a namespace, {rule}"
+                raise Disagreement(self.trace(), "result", expected.text, got.text, rule)
             if not self._block_size_checked:  # once a lockstep: it changes nothing, and no call's result shows it
                 self._block_size_checked = True
                 self.check_block_size(self.target)
-            if self.compare_snapshots and len(self.steps) % self.snapshot_every == 0:
+            if call.op == TAKE_EVENTS.op:  # it changes nothing the snapshot shows: the mirror is what to compare
+                self.fold_into_mirror(got.value)
+                self._takes += 1
+                if self.compare_snapshots and self._takes % self.snapshot_every == 0:  # as often as the snapshots
+                    self.check_mirror()
+            elif self.compare_snapshots and len(self.steps) % self.snapshot_every == 0:
                 self.check_snapshots(self.reference, self.target, refused=expected.error is not None)
         if self.observer is not None and before is not None:
             self.observer(call, expected.text, expected.value, before, self.snapshot())
+        if call.op in CHANGES_CONTENTS:
+            if self.events:
+                self.perform(Call(TAKE_EVENTS.op))
+            else:
+                self.reference.take_events()  # nobody compares them: they must not pile up
         if expected.error is not None:
             raise expected.error
         return expected.value
+
+    def fold_into_mirror(self, events: object) -> None:
+        """R13: the target's events, folded into the router's mirror; a fold that fails is a disagreement."""
+        try:
+            self.mirror.fold(cast(list[KVEvent], events))
+        except MirrorError as problem:
+            raise Disagreement(self.trace(), "events", "events a mirror can fold", str(problem), "R13, the events") from None
+
+    def check_mirror(self) -> None:
+        """R13: the mirror holds exactly what the spec caches, per namespace: nothing stale, nothing missing."""
+        difference = contents_difference(self.reference.cached_contents(), self.mirror.contents())
+        if difference is not None:
+            raise Disagreement(self.trace(), "mirror of its events", difference[0], difference[1], "R13, the events fold to the contents")
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -250,7 +294,9 @@ class Lockstep(CallThrough):
             raise Disagreement(self.trace(), "block size", wanted, got, "R1, the block size")
 
     def check_snapshots(self, reference: SpecCache, target: PrefixCache, *, refused: bool = False) -> None:
-        """The two snapshots after a call; a difference after a call the spec refused breaks R10."""
+        """The two snapshots after a call; a difference after a call the spec refused breaks R10.  With events, the mirror too."""
+        if self.events and self.steps and self.steps[-1].call.op == TAKE_EVENTS.op:
+            self.check_mirror()
         wanted = self.snapshot()
         try:
             actual = target.snapshot()

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import cast
 
 from hypothesis import strategies as st
 from hypothesis.errors import StopTest
@@ -39,13 +40,13 @@ from hypothesis.stateful import (
     rule,
 )
 
-from spec.api import ID_LIMIT, BlockId, CacheFactory, Inserted, NodeId, PrefixCacheError, PrefixMatch, Rules, UnknownNode
+from spec.api import ID_LIMIT, BlockId, CacheFactory, Inserted, Namespace, NodeId, PrefixCacheError, PrefixMatch, Rules, UnknownNode
 from spec.model import SpecCache
 from prefixspec.running.coverage import BOUNDARY_VALUES, DEEP, MANY_LOCKS, WIDE, Coverage
 from prefixspec.running.engine import Engine, Workload
 from prefixspec.running.lockstep import Lockstep
 from prefixspec.formats.trace import FOREIGN
-from prefixspec.vocabulary import BY_OP, QUERIES, Call
+from prefixspec.vocabulary import BY_OP, QUERIES, Call, features_of
 
 ENGINE_STEPS_PER_EXAMPLE = 3000
 """Every engine example must run at least this many engine steps; the runner checks it."""
@@ -134,6 +135,25 @@ ID_BASES = st.one_of(st.just(0), st.sampled_from([ID_LIMIT - 2, 2**31 - 2, 2**16
 EXTREMES = ("deep_path", "wide_node", "many_locks")
 """The extreme rules, one of which opens each example of the extremes stage."""
 
+NAMESPACE_PAIRS: tuple[tuple[Namespace, Namespace], ...] = (
+    (("a", "bc"), ("ab", "c")),
+    (None, ""),
+    (0, "0"),
+    ("", ()),
+    ((None,), None),
+    ("a b;c", "a"),
+    (1, (1,)),
+    ("é", "e"),
+)
+"""Namespaces that coincide when concatenated, printed or written carelessly, but are different (R12)."""
+
+ENGINE_TENANTS: tuple[Namespace, ...] = (None, None, ("a", "bc"), ("ab", "c"), 0, "0")
+"""The engine machine's tenants, when the cache takes namespaces: half the requests in the default one,
+the rest from tenants whose names alias when written carelessly, the same system prompts in all of them."""
+
+NAMESPACE_DRAW = st.one_of(st.none(), st.sampled_from([space for pair in NAMESPACE_PAIRS for space in pair]))
+"""Half the calls in the default namespace, half in one of the namespaces that alias carelessly."""
+
 TOKEN_ALPHABETS = (
     st.integers(0, 3),
     st.sampled_from(BOUNDARY_VALUES),
@@ -171,12 +191,15 @@ def call_machine(
         def start(self, block_size: int, id_base: int) -> None:
             self.spec = SpecCache(block_size, rules)
             self.pair = Lockstep(self.spec, factory(block_size), observer=coverage.observe, target_factory=factory)
+            self.features = features_of(self.pair.target)
             self.next_block: BlockId = id_base
 
         def begin(self, block_size: int, id_base: int) -> object:
             """A fresh pair of caches of ``block_size`` and the example's first prompts: one block of 0s, two of 1s."""
             self.start(block_size, id_base)
             coverage.note_block_size(block_size)
+            if id_base:  # an example whose ids start just below a boundary crosses it at once, whatever it draws next
+                self.call(lambda: self.pair.insert((1,) * (2 * block_size), self.fresh_blocks(2)))
             return multiple((0,) * block_size, (1,) * (2 * block_size))
 
         if extremes:
@@ -219,10 +242,16 @@ def call_machine(
             self.next_block += count
             return blocks
 
-        def cached_blocks_along(self, prompt: tuple[int, ...]) -> list[BlockId | None]:
-            """The spec's block at each whole-block position of ``prompt``, None where uncached."""
+        def cached_blocks_along(self, prompt: tuple[int, ...], namespace: Namespace = None) -> list[BlockId | None]:
+            """The spec's block at each whole-block position of ``prompt`` in ``namespace``, None where uncached."""
             size = self.spec.block_size()
-            return [self.spec.block_cached_at(prompt[: (index + 1) * size]) for index in range(len(prompt) // size)]
+            return [self.spec.block_cached_at(prompt[: (index + 1) * size], namespace) for index in range(len(prompt) // size)]
+
+        def offered(self, namespace: Namespace) -> Namespace:
+            """``namespace`` when the target takes namespaces (R12), else the default one."""
+            if namespace is None or "namespaces" not in self.features:
+                return None
+            return namespace
 
         @contextmanager
         def batched(self) -> Iterator[None]:
@@ -254,19 +283,36 @@ def call_machine(
 
         # The calls --------------------------------------------------------------------
 
-        @rule(target=nodes, prompt=prompts)
-        def match(self, prompt: tuple[int, ...]) -> object:
-            found = self.call(lambda: self.pair.match_prefix(prompt))
+        @rule(target=nodes, prompt=prompts, namespace=NAMESPACE_DRAW)
+        def match(self, prompt: tuple[int, ...], namespace: Namespace) -> object:
+            space = self.offered(namespace)
+            found = self.call(lambda: self.pair.match_prefix(prompt, namespace=space))
             return self.node_pair(found.node) if isinstance(found, PrefixMatch) else multiple()
 
-        @rule(target=nodes, prompt=prompts, fresh=st.booleans())
-        def insert(self, prompt: tuple[int, ...], fresh: bool) -> object:
+        @rule(target=nodes, prompt=prompts, fresh=st.booleans(), namespace=NAMESPACE_DRAW)
+        def insert(self, prompt: tuple[int, ...], fresh: bool, namespace: Namespace) -> object:
             """Insert with the cached ids where cached (an engine that matched first) or all fresh (a racing one)."""
-            along = self.cached_blocks_along(prompt)
+            space = self.offered(namespace)
+            along = self.cached_blocks_along(prompt, space)
             new_ids = iter(self.fresh_blocks(len(along)))
             blocks = [next(new_ids) if fresh or cached is None else cached for cached in along]
-            done = self.call(lambda: self.pair.insert(prompt, blocks))
+            done = self.call(lambda: self.pair.insert(prompt, blocks, namespace=space))
             return self.node_pair(done.node) if isinstance(done, Inserted) else multiple()
+
+        @rule(prompt=prompts, pair=st.sampled_from(NAMESPACE_PAIRS))
+        def one_prompt_in_two_namespaces(self, prompt: tuple[int, ...], pair: tuple[Namespace, Namespace]) -> None:
+            """R12: the same tokens cached in two namespaces that alias when written carelessly; each matches only its own."""
+            if "namespaces" not in self.features:
+                return
+            first, second = pair
+            self.call(lambda: self.pair.insert(prompt, self.fresh_blocks(len(self.cached_blocks_along(prompt, first))), namespace=first))
+            self.call(lambda: self.pair.match_prefix(prompt, namespace=second))
+            theirs = self.cached_blocks_along(prompt, first)
+            if theirs and None not in theirs:  # one pool of ids (R5 across R12): the first namespace's ids are refused in the second
+                self.call(lambda: self.pair.insert(prompt, cast(list[BlockId], theirs), namespace=second))
+            self.call(lambda: self.pair.insert(prompt, self.fresh_blocks(len(self.cached_blocks_along(prompt, second))), namespace=second))
+            self.call(lambda: self.pair.match_prefix(prompt + (0,), namespace=first))
+            coverage.note("one prompt in two namespaces")
 
         @rule(prompt=prompts, mistake=st.sampled_from(["tail", "short", "repeat", "cached_elsewhere", "bad_id", "bad_token", "bad_match"]))
         def insert_wrong(self, prompt: tuple[int, ...], mistake: str) -> None:
@@ -292,9 +338,11 @@ def call_machine(
                 return
             self.call(lambda: self.pair.insert(tokens, blocks))
 
-        @rule(node=nodes)
-        def lock(self, node: NodePair) -> None:
-            self.call(lambda: self.pair.lock(node.spec_node))
+        @rule(node=nodes, times=st.integers(1, 2))
+        def lock(self, node: NodePair, times: int) -> None:
+            """One lock, or two: two requests on one prefix (R6's count), half the time, not only when a draw repeats a node."""
+            for _ in range(times):
+                self.call(lambda: self.pair.lock(node.spec_node))
 
         @rule(node=nodes)
         def unlock(self, node: NodePair) -> None:
@@ -430,7 +478,9 @@ def engine_machine(
         @initialize(block_size=st.integers(1, 4), prompt_seed=st.integers(0, 2**16))
         def start(self, block_size: int, prompt_seed: int) -> None:
             self.pair = Lockstep(SpecCache(block_size, rules), factory(block_size), observer=counts.coverage.observe)
-            self.engine = Engine(self.pair, Workload(block_size=block_size, pool_size=pool_size), prompt_seed=prompt_seed)
+            tenants = ENGINE_TENANTS if "namespaces" in features_of(self.pair.target) else (None,)
+            workload = Workload(block_size=block_size, pool_size=pool_size, namespaces=tenants)
+            self.engine = Engine(self.pair, workload, prompt_seed=prompt_seed)
             counts.coverage.note_block_size(block_size)
 
         @rule(seed=st.integers(0, 2**32 - 1), length=st.integers(*BURST_STEPS))

@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spec.api import BlockId
+from spec.api import BlockId, Namespace
 from spec.model import SpecCache
 from prefixspec.formats.trace import CallRunner, Step, Trace, same_outcome
 from prefixspec.running.engine import cached_block_by_prefix
@@ -86,14 +86,14 @@ class Recording:
     recorded_identities: list[Identity | None]
     spec_identities: list[Identity | None]
     handle_identity: dict[str, Identity]
-    context: dict[tuple[int, ...], BlockId]
+    context: dict[tuple[Namespace, tuple[int, ...]], BlockId]
     """Where the blocks that the first divergent result names were cached just before it, in the whole trace."""
 
     @classmethod
     def of(cls, trace: Trace) -> Recording:
         runner = CallRunner(SpecCache(trace.block_size, trace.rules))
         spec_results = [runner.run(step.call).text for step in trace.steps]
-        context: dict[tuple[int, ...], BlockId] = {}
+        context: dict[tuple[Namespace, tuple[int, ...]], BlockId] = {}
         for index, step in enumerate(trace.steps):
             if step.expected is not None and not same_outcome(step.expected, spec_results[index]):
                 again = CallRunner(SpecCache(trace.block_size, trace.rules))

@@ -14,14 +14,14 @@ from typing import TypeVar
 
 from spec.api import CacheFactory, PrefixCacheError, Rules
 from spec.model import SpecCache
-from prefixspec.formats.trace import Trace, UnresolvedHandle
+from prefixspec.formats.trace import FOREIGN, Trace, UnresolvedHandle
 from prefixspec.running.lockstep import Disagreement, Lockstep
-from prefixspec.vocabulary import Call
+from prefixspec.vocabulary import TAKE_EVENTS, Call
 
 
 def handles_resolve(calls: Sequence[Call]) -> bool:
-    """Every lock and unlock names a node that an earlier call in ``calls`` returned."""
-    named = {"root"}
+    """Every lock and unlock names a node that an earlier call in ``calls`` returned, the root, or another cache's node."""
+    named = {"root", FOREIGN}
     for call in calls:
         if any(handle not in named for handle in call.handles):
             return False
@@ -47,6 +47,8 @@ def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFact
     every = 1 if len(calls) <= SHORT_TRACE else SHORT_TRACE // 4 if len(calls) <= LONG_TRACE else SAMPLED_SNAPSHOTS
     pair = Lockstep(SpecCache(block_size, rules), target(block_size), snapshot_every=every, target_factory=target)
     for call in calls:
+        if pair.events and call.op == TAKE_EVENTS.op:
+            continue  # the lockstep takes the events itself, after every insert and evict
         try:
             pair.perform(call)
         except Disagreement as disagreement:
@@ -112,6 +114,10 @@ def delta_debug(
     return best
 
 
+class DoesNotReproduce(ValueError):
+    """Calls to minimise on which the target agrees with the spec."""
+
+
 def minimise(
     block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules(), *, time_budget: float = 60.0
 ) -> tuple[list[Call], Disagreement]:
@@ -121,10 +127,11 @@ def minimise(
     every kept run is cut just after its disagreement.  Stops improving after
     ``time_budget`` seconds and returns the best found so far.
     """
+    calls = [call for call in calls if call.op != TAKE_EVENTS.op]  # the lockstep makes them again where they belong
     found = first_disagreement(block_size, calls, target, rules)
     if found is None:
-        raise ValueError("the calls do not make the target disagree with the spec")
-    best = list(calls[: len(found.trace.steps)])
+        raise DoesNotReproduce("the calls do not make the target disagree with the spec")
+    best = list(calls[: driven_calls(found)])
     if len(best) > LONG_TRACE:
         return best, found  # each replay would cost seconds: the calls up to the disagreement are the counterexample
     deadline = time.monotonic() + time_budget
@@ -137,18 +144,28 @@ def minimise(
         if disagreement is None:
             return None
         found = disagreement
-        return candidate[: len(disagreement.trace.steps)]
+        return candidate[: driven_calls(disagreement)]
 
     best = delta_debug(best, still_fails, deadline)
     return best, found
 
 
+def driven_calls(disagreement: Disagreement) -> int:
+    """The calls made up to the disagreement, less the ``take_events`` the lockstep made itself."""
+    return sum(1 for step in disagreement.trace.steps if step.call.op != TAKE_EVENTS.op)
+
+
+def takes_note(takes: int) -> str:
+    return f" (and {takes} take_events the lockstep made after inserts and evicts)" if takes else ""
+
+
 def counterexample_trace(block_size: int, calls: Sequence[Call], disagreement: Disagreement, title: str, reproduce: str) -> Trace:
-    """The calls with the spec's results as expectations, and the disagreement in the header."""
-    trace = Trace(block_size, list(disagreement.trace.steps[: len(calls)]), rules=disagreement.trace.rules)
+    """The calls the disagreement's run made (``calls``, and the lockstep's takes of events between them) with the
+    spec's results as expectations, and the disagreement in the header."""
+    trace = Trace(block_size, list(disagreement.trace.steps), rules=disagreement.trace.rules)
     trace.comments = [
         title,
-        f"{len(calls)} calls; the last one shows the disagreement ({disagreement.kind}):",
+        f"{driven_calls(disagreement)} calls{takes_note(len(trace.steps) - driven_calls(disagreement))}; the last one shows the disagreement ({disagreement.kind}):",
         f"  spec:  {disagreement.expected}",
         f"  cache: {disagreement.got}",
         f"Reproduce with: {reproduce}",

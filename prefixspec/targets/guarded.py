@@ -36,7 +36,7 @@ from typing import TypeVar, cast
 
 from spec.api import CacheFactory, NodeId, PrefixCache, Snapshot, TargetFailure
 from prefixspec.targets.interrupts import stop_requested
-from prefixspec.vocabulary import CallThrough
+from prefixspec.vocabulary import CallThrough, features_of
 
 Result = TypeVar("Result")
 
@@ -172,6 +172,8 @@ class GuardedCache(CallThrough):
         self.guard = guard
         self._block_size = block_size
         self.calls_made = 0
+        self.prefixspec_features = features_of(cache)
+        """What the target's cache offers beyond the interface: this wrapper has every call (``features_of``)."""
 
     def _where(self) -> str:
         return f"at call {self.calls_made} to a cache of block size {self._block_size}"
@@ -193,13 +195,15 @@ class GuardedCache(CallThrough):
         where = f"after call {self.calls_made} to a cache of block size {self._block_size}"
         return cast(Snapshot, self.guard.run("its snapshot()", where, self._method, "snapshot", ()))
 
-    def through(self, method: str, *arguments: object) -> object:
+    def through(self, method: str, *arguments: object, namespace: object = None) -> object:
         """Every call of the interface (``CallThrough``'s methods) comes here, its arguments as the caller gave them."""
         self.calls_made += 1
-        return self.guard.run(f"its {method}()", self._where(), self._method, method, arguments)
+        return self.guard.run(f"its {method}()", self._where(), self._method, method, arguments, namespace)
 
-    def _method(self, method: str, arguments: Sequence[object]) -> object:
+    def _method(self, method: str, arguments: Sequence[object], namespace: object = None) -> object:
         function: Callable[..., object] = getattr(self.cache, method)  # inside the guard: reading it may run the target's code
+        if namespace is not None:  # a cache without namespaces is called as before, in the default one
+            return function(*arguments, namespace=namespace)
         return function(*arguments)
 
 

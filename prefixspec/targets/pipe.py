@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import IO, NoReturn
 
 from spec.api import InvalidArgument, NodeId, PrefixStats, Snapshot, TargetFailure, UnknownNode
-from prefixspec.formats.protocol import HANDSHAKE, PROTOCOL_VERSION, parse_snapshot
+from prefixspec.formats.protocol import HANDSHAKE, PROTOCOL_VERSION, parse_greeting, parse_snapshot
 from prefixspec.vocabulary import (
     ERROR_NAMES,
     Call,
@@ -112,6 +112,8 @@ class EngineProcess:
         self.failure: EngineProtocolError | None = None
         self.greeted = False
         self.engine_name = ""
+        self.features: frozenset[str] = frozenset()
+        """What the engine said it offers in the handshake (``namespaces``, ``events``)."""
         self.context = "during the handshake"
         self.pending: str | None = None
         """A line sent ahead whose answer is not read yet (the snapshot after a call)."""
@@ -147,7 +149,7 @@ class EngineProcess:
             raise
         if answer != "ok" and not answer.startswith("ok "):
             self.fail(f"failed the handshake: it answered `{_shown(answer)}` to `{HANDSHAKE}`, where `ok` was expected (this checker speaks version {PROTOCOL_VERSION})")
-        self.engine_name = answer[3:].strip()
+        self.engine_name, self.features = parse_greeting(answer[3:])
         self.greeted = True
 
     # Reports ------------------------------------------------------------------------------
@@ -493,6 +495,11 @@ class PipeCache(CallThrough):
     @property
     def engine_name(self) -> str:
         return self._process.engine_name
+
+    @property
+    def prefixspec_features(self) -> frozenset[str]:
+        """What the engine offers beyond the interface, as its handshake said (``vocabulary.features_of``)."""
+        return self._process.features
 
     def close(self) -> None:
         """Hand the process back to the pool now rather than when this cache is garbage."""

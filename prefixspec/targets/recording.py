@@ -10,7 +10,7 @@ from typing import TextIO
 
 from spec.api import NodeId, PrefixCache, Snapshot
 from prefixspec.formats.trace import HEADER, CallRunner
-from prefixspec.vocabulary import BY_METHOD, Call, CallThrough, Unwritable
+from prefixspec.vocabulary import BY_METHOD, Call, CallThrough, Unwritable, features_of
 
 
 class RecordingCache(CallThrough):
@@ -29,6 +29,8 @@ class RecordingCache(CallThrough):
         self.out = out
         self.calls = 0
         self._runner = CallRunner(cache)
+        self.prefixspec_features = features_of(cache)
+        """What the recorded cache offers (namespaces, events): this wrapper has every call, the cache may not."""
         lines = [HEADER]
         if title:
             lines.append(f"# {title}")

@@ -10,9 +10,15 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
+use crate::namespace::Namespace;
+
 /// A node handle. The root is 0; every other node gets the next id, never reused.
 pub type NodeId = u64;
 pub const ROOT: NodeId = 0;
+/// The root of every namespace but the default (R12) is a hidden node with an empty edge,
+/// made on the namespace's first insert; its id is this plus the namespace's index. A call
+/// is never answered with one: it is `root` to the caller, as the default's root is.
+const NAMESPACE_ROOTS: NodeId = 1 << 62;
 
 /// The errors of the interface, by the names the protocol writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +95,16 @@ struct Node {
     last_use: u64,
     /// Tokens from the root to this node's end.
     depth: usize,
+    /// The namespace's index in `RadixCache::namespaces` (R12).
+    ns: usize,
+}
+
+/// R13: what the cache publishes for a router to mirror it.
+pub enum Event {
+    /// New blocks an insert cached, in token order, under the block `parent` (None: the namespace's first).
+    Stored { parent: Option<u32>, tokens: Vec<u32>, blocks: Vec<u32>, namespace: Namespace },
+    /// Blocks an evict freed, in the order it returned them.
+    Removed(Vec<u32>),
 }
 
 pub struct Match {
@@ -116,6 +132,7 @@ pub struct NodeView {
     pub prefix: Vec<u32>,
     pub blocks: Vec<u32>,
     pub locks: u64,
+    pub namespace: Namespace,
 }
 
 pub struct RadixCache {
@@ -126,6 +143,10 @@ pub struct RadixCache {
     held: HashSet<u32>,
     stats: Stats,
     bug: Option<Bug>,
+    /// Every namespace called so far, the default first, and the root of each (R12).
+    namespaces: Vec<Namespace>,
+    roots: HashMap<Namespace, NodeId>,
+    events: Vec<Event>,
 }
 
 impl RadixCache {
@@ -142,10 +163,56 @@ impl RadixCache {
             subtree_locks: 0,
             last_use: 0,
             depth: 0,
+            ns: 0,
         };
         let mut nodes = HashMap::new();
         nodes.insert(ROOT, root);
-        Ok(RadixCache { block_size, nodes, next_id: 1, clock: 0, held: HashSet::new(), stats: Stats::default(), bug, })
+        let mut roots = HashMap::new();
+        roots.insert(Namespace::Default, ROOT);
+        Ok(RadixCache {
+            block_size,
+            nodes,
+            next_id: 1,
+            clock: 0,
+            held: HashSet::new(),
+            stats: Stats::default(),
+            bug,
+            namespaces: vec![Namespace::Default],
+            roots,
+            events: Vec::new(),
+        })
+    }
+
+    /// The root of `namespace`, made when `create` and it has none yet.
+    fn root_of(&mut self, namespace: &Namespace, create: bool) -> Option<NodeId> {
+        if let Some(root) = self.roots.get(namespace) {
+            return Some(*root);
+        }
+        if !create {
+            return None;
+        }
+        let ns = self.namespaces.len();
+        let id = NAMESPACE_ROOTS + ns as NodeId;
+        self.namespaces.push(namespace.clone());
+        self.roots.insert(namespace.clone(), id);
+        let root = Node {
+            parent: ROOT,
+            edge: Vec::new(),
+            blocks: Vec::new(),
+            children: HashMap::new(),
+            own_locks: 0,
+            subtree_locks: 0,
+            last_use: 0,
+            depth: 0,
+            ns,
+        };
+        self.nodes.insert(id, root);
+        Some(id)
+    }
+
+    /// The events published since the last take (R13).
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
     }
 
     fn node(&self, id: NodeId) -> &Node {
@@ -186,7 +253,8 @@ impl RadixCache {
         let mut children = HashMap::new();
         children.insert(lower.edge[..b].to_vec(), child);
         let key = upper_edge[..b].to_vec();
-        let upper = Node { parent, edge: upper_edge, blocks: upper_blocks, children, own_locks: 0, subtree_locks, last_use: clock, depth };
+        let ns = lower.ns;
+        let upper = Node { parent, edge: upper_edge, blocks: upper_blocks, children, own_locks: 0, subtree_locks, last_use: clock, depth, ns };
         self.nodes.insert(id, upper);
         self.node_mut(parent).children.insert(key, id);
         id
@@ -194,9 +262,9 @@ impl RadixCache {
 
     /// Walk down along `key` (whole blocks), splitting the node the walk ends inside.
     /// Returns the nodes passed, root excluded, and the tokens matched.
-    fn descend(&mut self, key: &[u32]) -> (Vec<NodeId>, usize) {
+    fn descend(&mut self, start: NodeId, key: &[u32]) -> (Vec<NodeId>, usize) {
         let b = self.block_size;
-        let mut node = ROOT;
+        let mut node = start;
         let mut pos = 0;
         let mut path = Vec::new();
         while pos + b <= key.len() {
@@ -219,9 +287,9 @@ impl RadixCache {
     }
 
     /// The cached block ids along `key`, without changing anything.
-    fn cached_along(&self, key: &[u32]) -> Vec<u32> {
+    fn cached_along(&self, start: NodeId, key: &[u32]) -> Vec<u32> {
         let b = self.block_size;
-        let mut node = ROOT;
+        let mut node = start;
         let mut pos = 0;
         let mut found = Vec::new();
         while pos + b <= key.len() {
@@ -248,7 +316,7 @@ impl RadixCache {
         }
     }
 
-    pub fn match_prefix(&mut self, tokens: &[u32]) -> Match {
+    pub fn match_prefix(&mut self, tokens: &[u32], namespace: &Namespace) -> Match {
         let b = self.block_size;
         let n = tokens.len();
         let usable = if self.bug == Some(Bug::MatchWholePrompt) {
@@ -259,7 +327,10 @@ impl RadixCache {
             (n - 1) / b * b
         };
         self.clock += 1;
-        let (path, matched) = self.descend(&tokens[..usable]);
+        let (path, matched) = match self.root_of(namespace, false) {
+            Some(start) => self.descend(start, &tokens[..usable]),
+            None => (Vec::new(), 0),
+        };
         self.touch(&path);
         let mut blocks = Vec::with_capacity(matched / b);
         for id in &path {
@@ -271,7 +342,7 @@ impl RadixCache {
         Match { matched_tokens: matched, blocks, node: path.last().copied().unwrap_or(ROOT) }
     }
 
-    pub fn insert(&mut self, tokens: &[u32], blocks: &[u32]) -> Result<Inserted, CacheError> {
+    pub fn insert(&mut self, tokens: &[u32], blocks: &[u32], namespace: &Namespace) -> Result<Inserted, CacheError> {
         let b = self.block_size;
         let whole = tokens.len() / b;
         if blocks.len() != whole {
@@ -284,7 +355,8 @@ impl RadixCache {
             }
         }
         let key = &tokens[..whole * b];
-        let cached = self.cached_along(key);
+        let start = self.root_of(namespace, false);
+        let cached = start.map_or_else(Vec::new, |start| self.cached_along(start, key));
         for (position, block) in blocks.iter().enumerate() {
             if cached.get(position) != Some(block) && self.held.contains(block) {
                 return Err(invalid(format!("block {block} is cached at another position")));
@@ -294,7 +366,8 @@ impl RadixCache {
         if whole == 0 {
             return Ok(Inserted { node: ROOT, duplicates: Vec::new() });
         }
-        let (mut path, pos) = self.descend(key);
+        let start = start.or_else(|| self.root_of(namespace, true)).expect("a namespace's root");
+        let (mut path, pos) = self.descend(start, key);
         let mut duplicates = Vec::new();
         if self.bug != Some(Bug::NoDuplicates) {
             for (position, held) in cached.iter().enumerate() {
@@ -304,10 +377,18 @@ impl RadixCache {
             }
         }
         if pos < key.len() {
-            let parent = path.last().copied().unwrap_or(ROOT);
+            let parent = path.last().copied().unwrap_or(start);
             let id = self.next_id;
             self.next_id += 1;
             let fresh = blocks[pos / b..].to_vec();
+            let below = if pos == 0 { None } else { Some(cached[pos / b - 1]) };
+            self.events.push(Event::Stored {
+                parent: below,
+                tokens: key[pos..].to_vec(),
+                blocks: fresh.clone(),
+                namespace: namespace.clone(),
+            });
+            let ns = self.node(start).ns;
             self.held.extend(fresh.iter().copied());
             self.stats.inserted_blocks += fresh.len() as u64;
             let leaf = Node {
@@ -319,6 +400,7 @@ impl RadixCache {
                 subtree_locks: 0,
                 last_use: self.clock,
                 depth: key.len(),
+                ns,
             };
             self.nodes.insert(id, leaf);
             self.node_mut(parent).children.insert(key[pos..pos + b].to_vec(), id);
@@ -374,7 +456,7 @@ impl RadixCache {
 
     fn evictable_leaf(&self, id: NodeId) -> bool {
         let node = self.node(id);
-        id != ROOT && node.children.is_empty() && node.subtree_locks == 0
+        !node.edge.is_empty() && node.children.is_empty() && node.subtree_locks == 0
     }
 
     pub fn evict(&mut self, n_blocks: u64) -> Vec<u32> {
@@ -404,6 +486,9 @@ impl RadixCache {
             }
         }
         self.stats.evicted_blocks += freed.len() as u64;
+        if !freed.is_empty() {
+            self.events.push(Event::Removed(freed.clone()));
+        }
         freed
     }
 
@@ -453,11 +538,14 @@ impl RadixCache {
     /// Every node but the root, least recently used first; a path used by one call, shortest first.
     pub fn snapshot(&self) -> Vec<NodeView> {
         let mut order: Vec<(u64, usize, NodeId)> =
-            self.nodes.iter().filter(|(id, _)| **id != ROOT).map(|(id, node)| (node.last_use, node.depth, *id)).collect();
+            self.nodes.iter().filter(|(_, node)| !node.edge.is_empty()).map(|(id, node)| (node.last_use, node.depth, *id)).collect();
         order.sort_unstable();
         order
             .into_iter()
-            .map(|(_, _, id)| NodeView { prefix: self.prefix_of(id), blocks: self.node(id).blocks.clone(), locks: self.node(id).own_locks })
+            .map(|(_, _, id)| {
+                let node = self.node(id);
+                NodeView { prefix: self.prefix_of(id), blocks: node.blocks.clone(), locks: node.own_locks, namespace: self.namespaces[node.ns].clone() }
+            })
             .collect()
     }
 }

@@ -7,29 +7,34 @@
 //! `PREFIXCACHE_BUG=name` plants one of the bugs of `cache::Bug` (see `--help`).
 
 mod cache;
+mod namespace;
 
 use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
 use std::process::ExitCode;
 
-use cache::{Bug, CacheError, ErrorKind, NodeId, RadixCache, ROOT};
+use cache::{Bug, CacheError, ErrorKind, Event, NodeId, RadixCache, ROOT};
+use namespace::Namespace;
 
 const PROTOCOL: &str = "prefixspec-protocol 1";
 const TRACE_HEADER: &str = "prefixspec-trace 1";
 const ENGINE: &str = concat!("prefixcache-rs ", env!("CARGO_PKG_VERSION"));
 const ID_LIMIT: i128 = 1 << 32;
+/// The features of the handshake's answer (docs/protocol.md): R12 and R13.
+const FEATURES: &str = "features=namespaces,events";
 
 /// A call as the trace format writes it (fixtures/README.md), plus the protocol's own lines.
 enum Call {
     Hello(String),
     BlockSize(i128),
-    Match { name: String, tokens: Vec<i128> },
-    Insert { name: String, tokens: Vec<i128>, blocks: Vec<i128> },
+    Match { name: String, tokens: Vec<i128>, namespace: Namespace },
+    Insert { name: String, tokens: Vec<i128>, blocks: Vec<i128>, namespace: Namespace },
     Lock(String),
     Unlock(String),
     Evict(i128),
     Query(String),
     Snapshot,
+    TakeEvents,
 }
 
 /// What a call answered; nodes are still ids, rendered by the caller.
@@ -78,16 +83,26 @@ fn parse_call(line: &str) -> Result<Call, String> {
         None => (String::new(), line),
     };
     let (op, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
-    let rest = rest.trim();
+    let mut rest = rest.trim();
+    // R12: a match or an insert may end with `ns=JSON`, which may hold '[' or '=' inside strings.
+    let mut namespace = Namespace::Default;
+    if op == "match" || op == "insert" {
+        if let Some((before, word)) = rest.rsplit_once(char::is_whitespace) {
+            if let Some(json) = word.strip_prefix("ns=") {
+                namespace = Namespace::read(json)?;
+                rest = before.trim_end();
+            }
+        }
+    }
     let (found, outside) = lists(rest)?;
     match op {
         "match" if found.len() == 1 && outside.is_empty() && !name.is_empty() => {
-            Ok(Call::Match { name, tokens: found.into_iter().next().unwrap_or_default() })
+            Ok(Call::Match { name, tokens: found.into_iter().next().unwrap_or_default(), namespace })
         }
         "insert" if found.len() == 2 && outside.is_empty() && !name.is_empty() => {
             let mut both = found.into_iter();
             let tokens = both.next().unwrap_or_default();
-            Ok(Call::Insert { name, tokens, blocks: both.next().unwrap_or_default() })
+            Ok(Call::Insert { name, tokens, blocks: both.next().unwrap_or_default(), namespace })
         }
         "lock" | "unlock" if found.is_empty() && !rest.is_empty() && !rest.contains(char::is_whitespace) => {
             Ok(if op == "lock" { Call::Lock(rest.to_string()) } else { Call::Unlock(rest.to_string()) })
@@ -98,6 +113,7 @@ fn parse_call(line: &str) -> Result<Call, String> {
             Ok(Call::Query(op.to_string()))
         }
         "snapshot" if rest.is_empty() => Ok(Call::Snapshot),
+        "take_events" if rest.is_empty() && name.is_empty() => Ok(Call::TakeEvents),
         _ => Err(format!("cannot read the call {line:?}")),
     }
 }
@@ -118,6 +134,27 @@ fn ids(values: &[i128], what: &str) -> Result<Vec<u32>, CacheError> {
 fn render_ints(values: &[u32]) -> String {
     let words: Vec<String> = values.iter().map(u32::to_string).collect();
     format!("[{}]", words.join(" "))
+}
+
+/// The answer to `take_events` (R13): `none`, or the events joined by ` ; `.
+fn render_events(events: &[Event]) -> String {
+    if events.is_empty() {
+        return "none".to_string();
+    }
+    let texts: Vec<String> = events
+        .iter()
+        .map(|event| match event {
+            Event::Stored { parent, tokens, blocks, namespace } => format!(
+                "stored {} {} {}{}",
+                parent.map_or_else(|| "-".to_string(), |block| block.to_string()),
+                render_ints(tokens),
+                render_ints(blocks),
+                namespace.suffix()
+            ),
+            Event::Removed(blocks) => format!("removed {}", render_ints(blocks)),
+        })
+        .collect();
+    texts.join(" ; ")
 }
 
 /// One cache and the handles its calls named.
@@ -147,14 +184,14 @@ impl Session {
     fn run(&mut self, call: &Call) -> Result<Answer, CacheError> {
         let cache = &mut self.cache;
         match call {
-            Call::Match { name, tokens } => {
-                let found = cache.match_prefix(&ids(tokens, "token")?);
+            Call::Match { name, tokens, namespace } => {
+                let found = cache.match_prefix(&ids(tokens, "token")?, namespace);
                 self.handles.insert(name.clone(), found.node);
                 Ok(Answer::Match { matched: found.matched_tokens, blocks: found.blocks, node: found.node })
             }
-            Call::Insert { name, tokens, blocks } => {
+            Call::Insert { name, tokens, blocks, namespace } => {
                 let tokens = ids(tokens, "token")?;
-                let done = cache.insert(&tokens, &ids(blocks, "block")?)?;
+                let done = cache.insert(&tokens, &ids(blocks, "block")?, namespace)?;
                 self.handles.insert(name.clone(), done.node);
                 Ok(Answer::Inserted { node: done.node, duplicates: done.duplicates })
             }
@@ -190,10 +227,17 @@ impl Session {
                 let nodes = self.cache.snapshot();
                 let mut text = format!("{stats} nodes={}", nodes.len());
                 for view in nodes {
-                    text.push_str(&format!(" {} {} {}", render_ints(&view.prefix), render_ints(&view.blocks), view.locks));
+                    text.push_str(&format!(
+                        " {} {} {}{}",
+                        render_ints(&view.prefix),
+                        render_ints(&view.blocks),
+                        view.locks,
+                        view.namespace.suffix()
+                    ));
                 }
                 Ok(Answer::Text(text))
             }
+            Call::TakeEvents => Ok(Answer::Text(render_events(&self.cache.take_events()))),
             Call::Hello(_) | Call::BlockSize(_) => unreachable!("handled by the loop"),
         }
     }
@@ -227,7 +271,7 @@ fn serve(bug: Option<Bug>) -> io::Result<()> {
             Ok(Call::Hello(version)) => {
                 greeted = format!("prefixspec-protocol {version}") == PROTOCOL;
                 if greeted {
-                    format!("ok {ENGINE}")
+                    format!("ok {ENGINE} {FEATURES}")
                 } else {
                     format!("ProtocolError this engine speaks {PROTOCOL}")
                 }

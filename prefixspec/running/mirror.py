@@ -1,0 +1,105 @@
+"""The router's side of R13: a prefix index built from a cache's KV events alone.
+
+A router does not see the cache; it folds the events the engine publishes into
+a mirror and routes a request to the replica whose mirror holds the longest
+prefix of its prompt.  ``Mirror`` is that index, kept by block id (block ids
+are one pool across namespaces, R5 and R12): each stored block knows its
+namespace, its parent block and its tokens.  R13's law is that the mirror,
+folded from the first event on, holds exactly the cache's contents after every
+call; the lockstep checks it against the spec (``Lockstep``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from spec.api import AllBlocksCleared, BlockId, BlockRemoved, BlockStored, KVEvent, Namespace
+
+Place = tuple[Namespace, tuple[int, ...]]
+"""A cached prefix as the spec's ``cached_contents`` keys it: its namespace and its tokens."""
+
+
+class MirrorError(ValueError):
+    """Events that no mirror can fold: a block stored twice, under an unknown parent, or removed unheld."""
+
+
+@dataclass
+class Entry:
+    namespace: Namespace
+    prefix: tuple[int, ...]
+
+
+class Mirror:
+    """The blocks a router believes cached, from the events it folded."""
+
+    def __init__(self) -> None:
+        self._entries: dict[BlockId, Entry] = {}
+        self._block_at: dict[Place, BlockId] = {}
+
+    def fold(self, events: Sequence[KVEvent]) -> None:
+        """Apply ``events`` in order; MirrorError names the first that cannot be applied (the events before it stay)."""
+        for event in events:
+            if isinstance(event, AllBlocksCleared):
+                self._entries.clear()
+                self._block_at.clear()
+            elif isinstance(event, BlockRemoved):
+                for block in event.blocks:
+                    entry = self._entries.pop(block, None)
+                    if entry is None:
+                        raise MirrorError(f"a BlockRemoved of block {block}, which no event stored (or one removed already)")
+                    del self._block_at[(entry.namespace, entry.prefix)]
+            elif isinstance(event, BlockStored):
+                self.fold_stored(event)
+
+    def fold_stored(self, event: BlockStored) -> None:
+        if not event.blocks or len(event.tokens) % len(event.blocks):
+            raise MirrorError(f"a BlockStored of {len(event.blocks)} blocks and {len(event.tokens)} tokens: not one block's worth each")
+        size = len(event.tokens) // len(event.blocks)
+        prefix: tuple[int, ...] = ()
+        if event.parent is not None:
+            parent = self._entries.get(event.parent)
+            if parent is None:
+                raise MirrorError(f"a BlockStored under block {event.parent}, which the mirror does not hold")
+            if parent.namespace != event.namespace:
+                raise MirrorError(f"a BlockStored in namespace {event.namespace!r} under block {event.parent} of namespace {parent.namespace!r}")
+            prefix = parent.prefix
+        for index, block in enumerate(event.blocks):
+            prefix = prefix + tuple(event.tokens[index * size : (index + 1) * size])
+            if block in self._entries:
+                raise MirrorError(f"a BlockStored of block {block}, which the mirror holds already (a duplicate stored twice)")
+            place = (event.namespace, prefix)
+            if place in self._block_at:
+                raise MirrorError(f"a BlockStored of block {block} where the mirror holds block {self._block_at[place]}")
+            self._entries[block] = Entry(event.namespace, prefix)
+            self._block_at[place] = block
+
+    def contents(self) -> Mapping[Place, BlockId]:
+        """Every prefix the mirror holds and the block it ends with, as ``SpecCache.cached_contents`` (a read-only view)."""
+        return MappingProxyType(self._block_at)
+
+    def reusable_blocks(self, tokens: Sequence[int], block_size: int, namespace: Namespace = None) -> list[BlockId]:
+        """The blocks a router believes a prompt can reuse: its longest whole-block prefix the mirror holds."""
+        blocks: list[BlockId] = []
+        prompt = tuple(tokens)
+        for end in range(block_size, len(prompt) + 1, block_size):
+            block = self._block_at.get((namespace, prompt[:end]))
+            if block is None:
+                break
+            blocks.append(block)
+        return blocks
+
+
+def contents_difference(expected: Mapping[Place, BlockId], got: Mapping[Place, BlockId]) -> tuple[str, str] | None:
+    """The first prefix the mirror gets wrong, as (the cache's, the mirror's) text; None when they are equal."""
+    if expected == got:
+        return None
+    for place in sorted(set(expected) | set(got), key=lambda place: (repr(place[0]), place[1])):
+        wanted, actual = expected.get(place), got.get(place)
+        if wanted != actual:
+            where = f"{list(place[1])}" + ("" if place[0] is None else f" in namespace {place[0]!r}")
+            return (f"{where} holds block {wanted}" if wanted is not None else f"{where} holds nothing",
+                    f"the mirror: block {actual} (stale)" if actual is not None and wanted is None
+                    else f"the mirror: {'nothing (missing)' if actual is None else f'block {actual}'}")
+    return None
