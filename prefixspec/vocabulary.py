@@ -563,7 +563,9 @@ def same_events(expected: str, got: str) -> bool:
 EVENTS_SHAPE = "none, or events joined by ' ; ': stored PARENT|- [TOKEN ...] [BLOCK ...] [ns=JSON], removed [BLOCK ...], cleared"
 
 
-_INTS = r"\[ *((?:-?[0-9]+ *)*)\]"
+# Each number but the last is followed by at least one space: with ``(?:-?[0-9]+ *)*`` the digits of one
+# number could be split in exponentially many ways, and a garbled result line took a fullmatch minutes (make fuzz).
+_INTS = r"\[ *((?:-?[0-9]+ +)*(?:-?[0-9]+)?) *\]"
 _NODE_WORD = r"([A-Za-z_0-9]+)"
 _STATS = " +".join(f"{name}=([0-9]+)" for name in STATS_FIELDS)
 RESULT_GRAMMAR: dict[ResultKind, tuple[re.Pattern[str], str]] = {

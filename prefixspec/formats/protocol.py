@@ -55,7 +55,7 @@ def parse_greeting(text: str) -> tuple[str, frozenset[str]]:
     return name.strip(), frozenset(word for word in last[len(FEATURES_WORD) :].split(",") if word in FEATURES)
 
 
-_INTS = r"\[ *((?:[0-9]+ *)*)\]"
+_INTS = r"\[ *((?:[0-9]+ +)*(?:[0-9]+)?) *\]"  # as vocabulary._INTS: no exponential backtracking
 _NODE = rf" +{_INTS} +{_INTS} +([0-9]+)(?: +ns=(\S+))?"
 _SNAPSHOT = re.compile(rf"{RESULT_GRAMMAR['stats'][0].pattern} +nodes=([0-9]+)((?:{_NODE})*)")
 _SNAPSHOT_NODE = re.compile(_NODE)
