@@ -149,12 +149,10 @@ pub struct RadixCache {
     events: Vec<Event>,
 }
 
-impl RadixCache {
-    pub fn new(block_size: usize, bug: Option<Bug>) -> Result<Self, CacheError> {
-        if block_size < 1 {
-            return Err(invalid("block_size must be at least 1"));
-        }
-        let root = Node {
+impl Node {
+    /// A root holding nothing: the default namespace's (`ns` 0) or a namespace's hidden one.
+    fn empty_root(ns: usize) -> Node {
+        Node {
             parent: ROOT,
             edge: Vec::new(),
             blocks: Vec::new(),
@@ -163,8 +161,17 @@ impl RadixCache {
             subtree_locks: 0,
             last_use: 0,
             depth: 0,
-            ns: 0,
-        };
+            ns,
+        }
+    }
+}
+
+impl RadixCache {
+    pub fn new(block_size: usize, bug: Option<Bug>) -> Result<Self, CacheError> {
+        if block_size < 1 {
+            return Err(invalid("block_size must be at least 1"));
+        }
+        let root = Node::empty_root(0);
         let mut nodes = HashMap::new();
         nodes.insert(ROOT, root);
         let mut roots = HashMap::new();
@@ -195,17 +202,7 @@ impl RadixCache {
         let id = NAMESPACE_ROOTS + ns as NodeId;
         self.namespaces.push(namespace.clone());
         self.roots.insert(namespace.clone(), id);
-        let root = Node {
-            parent: ROOT,
-            edge: Vec::new(),
-            blocks: Vec::new(),
-            children: HashMap::new(),
-            own_locks: 0,
-            subtree_locks: 0,
-            last_use: 0,
-            depth: 0,
-            ns,
-        };
+        let root = Node::empty_root(ns);
         self.nodes.insert(id, root);
         Some(id)
     }
