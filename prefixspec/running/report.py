@@ -37,6 +37,8 @@ class StageResult:
     """The rule events and extremes the stage reached, and how often (``coverage``)."""
     missing_events: list[str] = field(default_factory=list)
     """The events its profile requires that it never reached."""
+    notes: list[str] = field(default_factory=list)
+    """What the stage measured beside its verdict (the scale stage: how each call's time grows with the cache)."""
     aborted: bool = False
     """The target failed as a program (``spec.api.TargetFailure``): ``failure`` is its report, the check stops."""
 
@@ -82,6 +84,8 @@ class CheckReport:
             lines.append(f"  {stage.name:<15} {verdict:<7} {stage.seconds:6.1f} s  {detail}, {stage.invariants_checked:,} checks")
             if stage.events:
                 lines.append("    reached: " + ", ".join(f"{name} {count:,}" for name, count in stage.events.items()))
+            if stage.notes and stage.passed:
+                lines.extend(f"    {note}" for note in stage.notes)
             if not stage.passed:
                 lines.append("    " + stage.failure.replace("\n", "\n    "))
                 if stage.counterexample:
@@ -121,6 +125,7 @@ class CheckReport:
                     "events": stage.events,
                     "missing_events": stage.missing_events,
                     "aborted": stage.aborted,
+                    "notes": stage.notes,
                 }
                 for stage in self.stages
             ],

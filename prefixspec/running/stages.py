@@ -43,7 +43,8 @@ from prefixspec.running.machines import (
 )
 from prefixspec.running.profiles import load_profile
 from prefixspec.running.report import CheckReport, Progress, StageResult
-from prefixspec.running.scale import run_scale
+from prefixspec.running.growth import probe_growth
+from prefixspec.running.scale import SCALE_BUDGET, StageTooSlow, run_scale, too_slow
 from prefixspec.running.shrink import DoesNotReproduce, counterexample_trace, first_disagreement, minimise
 
 
@@ -72,6 +73,8 @@ class RunPlan:
     """Run the reach stages (``REACH_STAGES``) after the others passed."""
     require_coverage: bool = False
     """Fail a stage that never reached an event of ``coverage.REQUIRED`` (the named profiles do; a caller's few examples need not)."""
+    scale_budget: float = SCALE_BUDGET
+    """Seconds the scale stage may take; a cache whose calls would take it past them is stopped with how its calls grow."""
 
     @classmethod
     def of_profile(cls, profile: str) -> RunPlan:
@@ -169,16 +172,34 @@ def run_extremes(target: CacheFactory, plan: RunPlan) -> StageResult:
     return require_coverage(stage, plan)
 
 
+GROWTH_BUDGET = 20.0
+"""Seconds the scale stage's probe of how the target's calls grow (``growth.probe_growth``) may take (about 1 s on impl)."""
+
+
 def run_scale_stage(target: CacheFactory, plan: RunPlan) -> StageResult:
-    """One cache of thousands of blocks past a 16-bit count of uses (``scale``)."""
+    """One cache of thousands of blocks past a 16-bit count of uses (``scale``), after a probe of how its calls grow."""
     started = time.perf_counter()
     coverage = Coverage()
     stage = StageResult("scale", True, 0.0, examples=1)
     try:
-        run = run_scale(target, plan.rules, coverage, seed=plan.seed or 0)
+        growth = probe_growth(target, budget=min(GROWTH_BUDGET, plan.scale_budget))
+        stage.notes = growth.lines()
+        verdict = too_slow(growth, plan.scale_budget)
+        if verdict:
+            stage.passed = False
+            stage.failure = verdict
+            stage.seconds = stage.seconds_to_failure = time.perf_counter() - started
+            return stage
+        left = plan.scale_budget - (time.perf_counter() - started)
+        run = run_scale(target, plan.rules, coverage, seed=plan.seed or 0, budget=left)
         stage.calls, stage.engine_steps = run.calls, run.engine_steps
     except TargetFailure as failure:
         return aborted_stage(stage, started, failure)
+    except StageTooSlow as failure:
+        stage.passed = False
+        stage.failure = f"too slow for the scale stage: {failure}, past its budget of {plan.scale_budget:,.0f} s. How each call grows:\n" + "\n".join(stage.notes)
+        stage.seconds = stage.seconds_to_failure = time.perf_counter() - started
+        return stage
     except AssertionError as failure:  # a Disagreement, or an engine violation, at the scale of thousands of blocks
         trace = getattr(failure, "prefixspec_trace", None)
         stage.passed = False
