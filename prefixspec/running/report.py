@@ -69,7 +69,7 @@ class CheckReport:
             f"rules {self.rules.name}: use={self.rules.use}, evict={self.rules.evict})"
         ]
         for stage in self.stages:
-            detail = f"{stage.examples} examples, {stage.calls:,} calls"
+            detail = f"{stage.examples} examples, {stage.calls:,} calls ({stage.calls / max(stage.seconds, 1e-9):,.0f} calls/s)"
             if stage.engine_steps and stage.steps_per_example:
                 per = stage.steps_per_example
                 detail += (
@@ -85,7 +85,8 @@ class CheckReport:
             if stage.events:
                 lines.append("    reached: " + ", ".join(f"{name} {count:,}" for name, count in stage.events.items()))
             if stage.notes and stage.passed:
-                lines.extend(f"    {note}" for note in stage.notes)
+                lines.append("    time per call as the cache grows (measured before the stage):")
+                lines.extend(f"      {note}" for note in stage.notes)
             if not stage.passed:
                 lines.append("    " + stage.failure.replace("\n", "\n    "))
                 if stage.counterexample:
