@@ -3,7 +3,9 @@
 - ``spec`` (the definition) imports nothing of the others;
 - ``impl`` imports ``spec.api`` alone;
 - ``prefixspec`` (the checker) imports ``spec`` and ``impl``, and within itself
-  runs in layers: vocabulary < formats < targets < running < commands.
+  runs in layers: vocabulary < formats < targets < running < commands;
+- ``bench`` (the benchmarks) may import the three, never ``examples``;
+- ``examples`` (adapters and engines a user copies) may import anything; nothing imports them.
 
 Every import counts, also one inside a function.  The checks are functions of
 an import graph, so each is shown failing on a graph with a planted arrow.
@@ -20,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("spec", "impl", "prefixspec")
+PACKAGES = ("spec", "impl", "prefixspec", "bench", "examples")
 
 LAYERS: dict[str, int] = {
     "prefixspec.errors": 0,
@@ -78,7 +80,11 @@ def wrong_arrows(graph: Graph) -> list[str]:
         top = source.split(".")[0]
         for target in targets:
             target_top = target.split(".")[0]
-            if top == "spec" and target_top != "spec":
+            if target_top == "examples" and top != "examples":
+                wrong.append(f"{source} -> {target}: nothing imports the examples")
+            elif target_top == "bench" and top not in ("bench", "examples"):
+                wrong.append(f"{source} -> {target}: only the examples import the benchmarks")
+            elif top == "spec" and target_top != "spec":
                 wrong.append(f"{source} -> {target}: spec imports nothing of the others")
             elif top == "impl" and target_top != "impl" and target != "spec.api":
                 wrong.append(f"{source} -> {target}: impl imports spec.api alone")
@@ -140,10 +146,14 @@ def test_the_checks_fail_on_planted_arrows() -> None:
     planted["spec.model"].add("prefixspec.vocabulary")
     planted["impl.cache"].add("spec.arith")
     planted["prefixspec.formats.trace"].add("prefixspec.running.lockstep")
+    planted["bench.run"].add("examples.sglang.adapter")
+    planted["prefixspec.running.stages"].add("bench.workload")
     wrong = wrong_arrows(planted)
     assert any(line.startswith("spec.model -> prefixspec.vocabulary") for line in wrong)
     assert any(line.startswith("impl.cache -> spec.arith") for line in wrong)
     assert any(line.startswith("prefixspec.formats.trace -> prefixspec.running.lockstep") for line in wrong)
+    assert any(line.startswith("bench.run -> examples.sglang.adapter") for line in wrong)
+    assert any(line.startswith("prefixspec.running.stages -> bench.workload") for line in wrong)
     assert circles(planted), "trace -> lockstep -> trace is a circle"
 
 
