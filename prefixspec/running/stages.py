@@ -41,7 +41,7 @@ from prefixspec.running.machines import (
     engine_bursts,
     engine_machine,
 )
-from prefixspec.running.profiles import load_profile
+from prefixspec.running.profiles import PROFILES, profile_settings
 from prefixspec.running.report import CheckReport, Progress, StageResult
 from prefixspec.running.scale import run_scale
 from prefixspec.running.shrink import DoesNotReproduce, counterexample_trace, first_disagreement, minimise
@@ -74,10 +74,14 @@ class RunPlan:
     """Fail a stage that never reached an event of ``coverage.REQUIRED`` (the named profiles do; a caller's few examples need not)."""
 
     @classmethod
-    def of_profile(cls, profile: str) -> RunPlan:
-        """The plan of a named profile (``ci``, ``deep``, ``dev``); ``dataclasses.replace`` changes the rest."""
-        load_profile(profile)
-        return cls(base=settings(), profile=profile, require_coverage=profile in ("ci", "deep"))
+    def of_profile(cls, profile: str | None = None) -> RunPlan:
+        """The plan of a profile (``ci``, ``deep``, ``dev``; None: ``HYPOTHESIS_PROFILE``, else ``ci``), loaded into nothing.
+
+        ``dataclasses.replace`` changes the rest.  A name outside ``PROFILES``
+        is a profile the caller registered with Hypothesis, held to no coverage.
+        """
+        name, chosen = profile_settings(profile)
+        return cls(base=chosen, profile=name, require_coverage=name in PROFILES and name != "dev")
 
     def machine_settings(self) -> settings:
         """The settings common to both machines: the deadline off, too_slow suppressed, one bug reported, no shrink phase.
