@@ -50,8 +50,9 @@ def installed_source(text: str, where: str = "<source>") -> str:
     rewritten = _IMPORT.sub(r"\g<indent>from prefixspec import \g<package>", rewritten)
     left = _ANY_IMPORT.search(rewritten)
     if left is not None:
-        line = rewritten.count("\n", 0, left.start()) + 1
-        raise ImportForm(f"{where}:{line}: `{left.group(0).strip()}...` cannot be pointed under prefixspec: write `from spec... import` or `import spec`")
+        number = rewritten.count("\n", 0, left.start()) + 1
+        line = rewritten.splitlines()[number - 1].strip()
+        raise ImportForm(f"{where}:{number}: `{line}` cannot be pointed under prefixspec: write `from spec... import` or `import spec`")
     return rewritten
 
 
@@ -60,7 +61,7 @@ def wheel_path(relative: Path) -> str:
     return ("prefixspec/" if relative.parts[0] in MOVED else "") + relative.as_posix()
 
 
-class WheelLayout(BuildHookInterface):  # type: ignore[misc]  # hatchling ships no type information
+class WheelLayout(BuildHookInterface):  # type: ignore[type-arg]
     """Writes the three packages into a scratch folder, imports rewritten, and has the wheel take them from there."""
 
     PLUGIN_NAME = "custom"

@@ -3,7 +3,7 @@
 A counterexample is a list of trace calls on which the target disagrees with
 the spec (a result, an error, or the snapshot after a call).  ``minimise``
 removes calls by delta debugging until every call left is needed: removing
-any one of them makes the disagreement disappear.
+any one of them, or any two (a lock and its unlock), makes the disagreement disappear.
 """
 
 from __future__ import annotations
@@ -77,8 +77,13 @@ def delta_debug(
     the failing list to go on from (the candidate, or a shorter one).  First
     complements of ever smaller chunks, then every window of 1 to 8
     neighbouring items (an insert, its lock and unlock, and the evict that
-    freed it, only go together) until no removal helps.  ``keep_last`` never
-    removes the last item.  Stops improving at ``deadline`` (time.monotonic).
+    freed it, only go together), then every pair of items apart (a lock and
+    its unlock with a needed call between them: neither goes alone, since the
+    unlock of a node never locked, or a lock never released, changes what
+    follows), until no removal helps.  So the result is 1-minimal, and more:
+    no item, no window of up to 8 and no pair of items can be removed.
+    ``keep_last`` never removes the last item.  Stops improving at
+    ``deadline`` (time.monotonic), the only way it returns a list that is not so.
     """
     best = items
     chunks = 2
@@ -111,7 +116,33 @@ def delta_debug(
                     if shorter is not None:
                         best = shorter
                         changed = True
+        if not changed:
+            shorter = without_a_pair(best, cut, deadline, keep_last)
+            if shorter is not None:
+                best = shorter
+                changed = True  # the windows again: one pair gone may free single items
     return best
+
+
+def without_a_pair(
+    items: list[Item], cut: Callable[[list[Item]], list[Item] | None], deadline: float, keep_last: bool
+) -> list[Item] | None:
+    """The first failing list ``cut`` gives for ``items`` less two items that are not neighbours, nearest pairs first; None if none.
+
+    Neighbours went with the windows already.  Quadratic in the number of
+    items, each candidate a replay: it runs on lists that the windows have
+    cut already, and stops at ``deadline``.
+    """
+    end = len(items) - (1 if keep_last else 0)
+    for gap in range(2, end):
+        for first in range(end - gap - 1, -1, -1):
+            if time.monotonic() >= deadline:
+                return None
+            second = first + gap
+            shorter = cut(items[:first] + items[first + 1 : second] + items[second + 1 :])
+            if shorter is not None:
+                return shorter
+    return None
 
 
 class DoesNotReproduce(ValueError):
