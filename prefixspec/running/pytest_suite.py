@@ -26,7 +26,6 @@ same class: ``conformance_suite(prefixspec.targets.pipe.PipeEngine("path/to/engi
 
 from __future__ import annotations
 
-import shlex
 import sys
 import tempfile
 import unittest
@@ -41,7 +40,7 @@ from prefixspec.running.machines import ENGINE_STEPS_PER_EXAMPLE
 from prefixspec.running.profiles import profile_settings
 from prefixspec.running.report import StageResult
 from prefixspec.running.stages import STAGES, RunPlan, run_stage
-from prefixspec.targets.pipe import DEFAULT_TIMEOUT, PipeEngine
+from prefixspec.targets.pipe import PipeEngine, exec_option
 
 
 def conformance_suite(
@@ -100,8 +99,7 @@ def replay_target_of(factory: CacheFactory) -> str:
     """What follows ``prefixspec replay FILE`` to run ``factory`` again: ``--exec CMD`` for an engine over a pipe,
     ``--target MODULE:NAME`` for a factory importable by its own name, else the placeholder with what is missing."""
     if isinstance(factory, PipeEngine):
-        named = f"--exec {shlex.quote(factory.command)}"
-        return named if factory.timeout == DEFAULT_TIMEOUT else f"{named} --timeout {factory.timeout:g}"
+        return exec_option(factory.command, factory.timeout, factory.start_timeout)
     module_name = getattr(factory, "__module__", None)
     qualified = getattr(factory, "__qualname__", None)
     if isinstance(module_name, str) and isinstance(qualified, str) and module_name != "__main__" and "<" not in qualified:
