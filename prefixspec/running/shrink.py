@@ -186,6 +186,10 @@ def driven_calls(disagreement: Disagreement) -> int:
     return sum(1 for step in disagreement.trace.steps if step.call.op != TAKE_EVENTS.op)
 
 
+def calls_count(calls: int) -> str:
+    return f"{calls} call" if calls == 1 else f"{calls} calls"
+
+
 def takes_note(takes: int) -> str:
     return f" (and {takes} take_events the lockstep made after inserts and evicts)" if takes else ""
 
@@ -196,7 +200,7 @@ def counterexample_trace(block_size: int, calls: Sequence[Call], disagreement: D
     trace = Trace(block_size, list(disagreement.trace.steps), rules=disagreement.trace.rules)
     trace.comments = [
         title,
-        f"{driven_calls(disagreement)} calls{takes_note(len(trace.steps) - driven_calls(disagreement))}; the last one shows the disagreement ({disagreement.kind}):",
+        f"{calls_count(driven_calls(disagreement))}{takes_note(len(trace.steps) - driven_calls(disagreement))}; the last one shows the disagreement ({disagreement.kind}):",
         f"  spec:  {disagreement.expected}",
         f"  cache: {disagreement.got}",
         f"Reproduce with: {reproduce}",

@@ -217,8 +217,24 @@ EXTREME_STEPS = 10
 
 
 def run_stage(name: str, target: CacheFactory, plan: RunPlan) -> StageResult:
-    """One stage of a check, by name."""
+    """One stage of a check, by name; the counterexample an earlier run of it left in ``plan.out_dir`` is removed first."""
+    counterexample_path(plan.out_dir, name).unlink(missing_ok=True)
     return STAGES[name](target, plan)
+
+
+def counterexample_path(folder: Path, stage: str) -> Path:
+    """Where a stage's counterexample trace is written."""
+    return folder / f"{stage.replace(' ', '_')}.trace"
+
+
+def clear_counterexamples(folder: Path) -> None:
+    """Remove every stage's counterexample trace from ``folder``, then the folder if that leaves it empty."""
+    for name in STAGES:
+        counterexample_path(folder, name).unlink(missing_ok=True)
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # missing, or holding something else
 
 
 def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> CheckReport:
@@ -254,7 +270,7 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
         stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
         return
     plan.out_dir.mkdir(parents=True, exist_ok=True)
-    path = plan.out_dir / f"{stage.name.replace(' ', '_')}.trace"
+    path = counterexample_path(plan.out_dir, stage.name)
     reproduce = f"prefixspec replay {path} {plan.replay_target}"
     path.write_text(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text(), encoding="utf-8")
     stage.counterexample = str(path)
