@@ -157,7 +157,7 @@ def test_a_pytest_file_of_the_users_own(installed: tuple[Path, Path]) -> None:
     assert "3 passed" in done.stdout
 
 
-@pytest.mark.parametrize(("command", "words"), [("bench", "source checkout"), ("crosshair", "needs CrossHair")])
+@pytest.mark.parametrize(("command", "words"), [("bench", "source checkout"), ("crosshair", "needs CrossHair: pip install crosshair-tool")])
 def test_checkout_commands_say_so_in_one_line(installed: tuple[Path, Path], command: str, words: str) -> None:
     bin_folder, elsewhere = installed
     done = run([str(bin_folder / "prefixspec"), command], elsewhere)

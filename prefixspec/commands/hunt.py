@@ -32,7 +32,7 @@ def command_hunt(arguments: argparse.Namespace) -> int:
 
 def add_hunt_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("hunt", help="plant each catalogued bug and show what catches it")
-    parser.add_argument("catalogue", nargs="?", default=str(DEFAULT_CATALOGUE), help="a mutant catalogue (default: catalogues/impl.toml)")
+    parser.add_argument("catalogue", nargs="?", default=str(DEFAULT_CATALOGUE), help="a mutant catalogue (default: the packaged one, prefixspec/data/impl.toml, the planted bugs of impl)")
     parser.add_argument("--mutant", default=None, metavar="ID", help="hunt only this mutant")
     parser.add_argument("--profile", choices=PROFILES, default=None, help=PROFILE_HELP)
     parser.add_argument("--out", default="hunt", metavar="DIR", help="where the counterexample traces go (default hunt/)")
