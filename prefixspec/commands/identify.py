@@ -9,8 +9,8 @@ from pathlib import Path
 
 from spec.api import CacheFactory
 from prefixspec.commands.options import add_exec_options, output_folder, run_on_target
-from prefixspec.running.profiles import load_profile
 from prefixspec.running.identify import IDENTIFY_EXAMPLES, IDENTIFY_STEPS, identify
+from prefixspec.running.profiles import load_profile
 from prefixspec.running.stages import RunPlan
 from prefixspec.targets.loading import DEFAULT_TARGET
 

@@ -240,6 +240,8 @@ def clear_counterexamples(folder: Path) -> None:
 def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> CheckReport:
     """Every stage in order, each to its first failure; a target that fails as a program stops the run."""
     report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_target, rules=plan.rules)
+    for name in STAGES:  # a stage this run skips (or never reaches) leaves no earlier run's counterexample behind either
+        counterexample_path(plan.out_dir, name).unlink(missing_ok=True)
     for name in STAGES:
         if name in REACH_STAGES and not (plan.reach and report.passed):
             continue
