@@ -80,8 +80,9 @@ def delta_debug(
     freed it, only go together), then every pair of items apart (a lock and
     its unlock with a needed call between them: neither goes alone, since the
     unlock of a node never locked, or a lock never released, changes what
-    follows), until no removal helps.  So the result is 1-minimal, and more:
-    no item, no window of up to 8 and no pair of items can be removed.
+    follows; on lists of up to ``PAIRS_UP_TO`` items), until no removal
+    helps.  So the result is 1-minimal, and more: no item, no window of up to
+    8 and (up to ``PAIRS_UP_TO`` items) no pair of items can be removed.
     ``keep_last`` never removes the last item.  Stops improving at
     ``deadline`` (time.monotonic), the only way it returns a list that is not so.
     """
@@ -116,12 +117,17 @@ def delta_debug(
                     if shorter is not None:
                         best = shorter
                         changed = True
-        if not changed:
+        if not changed and len(best) <= PAIRS_UP_TO:
             shorter = without_a_pair(best, cut, deadline, keep_last)
             if shorter is not None:
                 best = shorter
                 changed = True  # the windows again: one pair gone may free single items
     return best
+
+
+PAIRS_UP_TO = 64
+"""The longest list whose pairs are tried (2,016 candidates): the windows leave counterexamples of a few calls, and
+a longer list, one the windows could not cut, would spend the whole budget on pairs and report later."""
 
 
 def without_a_pair(
