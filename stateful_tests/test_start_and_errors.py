@@ -15,12 +15,12 @@ from prefixspec.running.recorded import Recording
 from prefixspec.shipped import GOLDEN_TRACE
 
 ROOT = Path(__file__).resolve().parent.parent
-SLOW_START = f"cd {shlex.quote(str(ROOT))} && sleep 2 && exec {shlex.quote(sys.executable)} -m stateful_tests.engines.serve"
-"""A correct engine that takes two seconds to start, as one loading a model does."""
+SLOW_START = f"cd {shlex.quote(str(ROOT))} && sleep 3 && exec {shlex.quote(sys.executable)} -m stateful_tests.engines.serve"
+"""A correct engine that takes three seconds to start, as one loading a model does."""
 
 
 def test_a_slow_start_passes_under_a_short_per_call_limit(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["replay", str(GOLDEN_TRACE), "--exec", SLOW_START, "--timeout", "1.5"]) == 0, capsys.readouterr()
+    assert main(["replay", str(GOLDEN_TRACE), "--exec", SLOW_START, "--timeout", "2.5"]) == 0, capsys.readouterr()
 
 
 def test_the_start_limit_stops_an_engine_that_starts_too_slowly(capsys: pytest.CaptureFixture[str]) -> None:
