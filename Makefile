@@ -5,12 +5,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export HYPOTHESIS_PROFILE ?= ci
 
-.PHONY: help check test lint typecheck pytest fixtures deep crosshair hunt fuzz bench engines mutation clean
+.PHONY: help check test lint typecheck pytest fixtures deep installed crosshair hunt fuzz bench engines mutation clean
 
 help:
 	@echo "make check     - the main job: check impl.RadixCache against the spec (ci profile)"
 	@echo "make test      - mypy --strict, then the whole test suite (ci profile)"
-	@echo "make deep      - long exploration: prefixspec check --profile deep (example database in .hypothesis/)"
+	@echo "make deep      - long exploration: prefixspec check --profile deep (example database in .hypothesis/), then make installed"
+	@echo "make installed - the wheel in a fresh venv, README's pytest file in a scratch project on a correct and a broken cache (minutes)"
 	@echo "make hunt      - plant the seed's twelve bugs in impl/ and show what catches each"
 	@echo "make fuzz      - the long fuzz campaign of the command line: 10,000 hostile cases, counted (about 20 min)"
 	@echo "make fixtures  - regenerate the golden traces from the spec"
@@ -48,6 +49,12 @@ fixtures: $(STAMP)
 # The long exploration: both machines, thousands of examples, failures kept in .hypothesis/.
 deep: $(STAMP)
 	$(BIN)/prefixspec check --profile deep --out counterexamples/deep
+	$(MAKE) installed
+
+# The tests marked deep (pyproject.toml), kept out of make test: the wheel built and installed
+# in a fresh venv, README's pytest file run from it on a correct and a broken cache, times printed.
+installed: $(STAMP)
+	$(BIN)/pytest -q -s -m deep stateful_tests/test_installed.py
 
 hunt: $(STAMP)
 	$(BIN)/prefixspec hunt

@@ -14,9 +14,43 @@ those before it:
 - ``targets``: loading a cache, an engine over a pipe, planted bugs, recording;
 - ``running``: the lockstep, the engine workload, the machines, the stages of a check;
 - ``commands``: the command line.
+
+Installed from the wheel, the definition and the fast cache live under this
+package too: ``prefixspec.spec`` and ``prefixspec.impl`` (``spec`` and ``impl``
+in a checkout of the repository; README, "Installed names").
+
+The package face is lazy (PEP 562): ``import prefixspec`` loads nothing else,
+and ``prefixspec.conformance_suite`` loads the checker (and Hypothesis) when it
+is first read, so ``import prefixspec.vocabulary`` costs the vocabulary alone.
 """
 
-from prefixspec.running.pytest_suite import conformance_suite
-from prefixspec.running.stages import RunPlan, run_check
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prefixspec.running.pytest_suite import conformance_suite
+    from prefixspec.running.stages import RunPlan, run_check
 
 __all__ = ["RunPlan", "conformance_suite", "run_check"]
+
+_FACE = {
+    "conformance_suite": "prefixspec.running.pytest_suite",
+    "RunPlan": "prefixspec.running.stages",
+    "run_check": "prefixspec.running.stages",
+}
+"""Each name of ``__all__`` and the module that defines it."""
+
+
+def __getattr__(name: str) -> object:
+    module = _FACE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'prefixspec' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # read once: later reads are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_FACE])

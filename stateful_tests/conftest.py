@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import pytest
@@ -9,10 +10,10 @@ import pytest
 import impl
 from spec.model import SpecCache
 from spec.api import CacheFactory
-from prefixspec.running.profiles import load_profile
+from prefixspec.running.profiles import PROFILE_ENV, load_profile
 
-load_profile()
-
+# The suite's own default is dev (a handful of examples); make test exports HYPOTHESIS_PROFILE=ci.
+load_profile(os.environ.get(PROFILE_ENV) or "dev")
 
 
 CACHES: dict[str, CacheFactory] = {"spec": SpecCache, "impl": impl.RadixCache}

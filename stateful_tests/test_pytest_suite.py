@@ -123,3 +123,48 @@ def test_a_pipe_engine_runs_through_the_same_suite(stage: str, tmp_path: Path) -
         result = unittest.TestResult()
         suite(stage).run(result)
         assert result.wasSuccessful(), result.failures + result.errors
+
+
+# The package's own profile, wherever the suite runs -------------------------------------------------------------
+
+
+def test_the_suite_takes_the_packages_profile_and_loads_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No settings: ci, or the profile HYPOTHESIS_PROFILE names, read when a test runs; the caller's default settings untouched."""
+    from prefixspec.running.profiles import PROFILE_SETTINGS
+    from prefixspec.running.stages import RunPlan
+
+    before = settings.default
+    monkeypatch.delenv("HYPOTHESIS_PROFILE", raising=False)
+    assert RunPlan.of_profile().profile == "ci" and RunPlan.of_profile().base is PROFILE_SETTINGS["ci"]
+    assert RunPlan.of_profile().require_coverage
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "dev")
+    assert RunPlan.of_profile().base.max_examples == PROFILE_SETTINGS["dev"].max_examples
+    assert RunPlan.of_profile("deep").profile == "deep"
+    settings.register_profile("a-users-own", max_examples=3)
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "a-users-own")
+    own = RunPlan.of_profile()
+    assert own.base.max_examples == 3 and not own.require_coverage
+    conformance_suite(impl.RadixCache, out_dir=tmp_path)
+    assert settings.default is before
+
+
+def test_an_unknown_profile_is_refused_where_the_suite_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefixspec.running.profiles import UnknownProfile
+
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "no-such-profile")
+    with pytest.raises(UnknownProfile, match="HYPOTHESIS_PROFILE=no-such-profile"):
+        conformance_suite(impl.RadixCache)
+    with pytest.raises(UnknownProfile, match="'nope'"):
+        conformance_suite(impl.RadixCache, profile="nope")
+    conformance_suite(impl.RadixCache, settings=SMALL)  # settings given: no profile is read
+
+
+def test_a_failure_names_the_factory_to_replay(tmp_path: Path) -> None:
+    """The replay line names a module-level factory; the rules too; an unnameable factory says why not."""
+    result = run_suite(conformance_suite(lock_pins_nothing, settings=SMALL, out_dir=tmp_path, stages=["golden trace"], rules="sglang"))
+    [(_, message)] = result.failures
+    assert "prefixspec replay" in message and "--target stateful_tests.broken_caches:lock_pins_nothing --rules sglang" in message
+    assert "MODULE:FACTORY" not in message
+    anonymous = run_suite(conformance_suite(lambda size: lock_pins_nothing(size), settings=SMALL, out_dir=tmp_path / "anonymous", stages=["golden trace"]))
+    [(_, said)] = anonymous.failures
+    assert "has no importable name" in said

@@ -245,7 +245,8 @@ def test_e1_every_process_an_engine_started_is_stopped(
     engine: str, status: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert run(["replay", GOLDEN, "--exec", engine.format(folder=shlex.quote(str(tmp_path))), "--timeout", "1"], capsys)[0] == status
+    argv = ["replay", GOLDEN, "--exec", engine.format(folder=shlex.quote(str(tmp_path))), "--timeout", "1", "--start-timeout", "1"]
+    assert run(argv, capsys)[0] == status
     assert gone_soon(int((tmp_path / "child.pid").read_text()))
 
 

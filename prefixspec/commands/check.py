@@ -18,7 +18,7 @@ from prefixspec.commands.options import (
     output_folder,
     run_on_target,
 )
-from prefixspec.running.profiles import PROFILES
+from prefixspec.running.profiles import PROFILE_HELP, PROFILES, load_profile
 from prefixspec.running.stages import RunPlan, run_check
 from prefixspec.targets.loading import DEFAULT_TARGET
 
@@ -27,7 +27,7 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     check = commands.add_parser("check", help="run the golden trace and both state machines against a cache")
     check.add_argument("target", nargs="?", default=None, help=f"module:factory, factory(block_size) -> cache (default {DEFAULT_TARGET})")
     add_exec_options(check, "instead of a TARGET")
-    check.add_argument("--profile", choices=PROFILES, default="ci", help="Hypothesis profile: ci (reproducible, minutes) or deep (long); default ci")
+    check.add_argument("--profile", choices=PROFILES, default=None, help=PROFILE_HELP)
     check.add_argument(
         "--steps", type=engine_steps, default=3000, help=f"engine steps each engine example must reach (default 3000, at most {MOST_ENGINE_STEPS:,})"
     )
@@ -49,7 +49,7 @@ def command_check(arguments: argparse.Namespace) -> int:
 
 def run_and_report(factory: CacheFactory, target_name: str, replay_target: str, arguments: argparse.Namespace) -> int:
     plan = replace(
-        RunPlan.of_profile(arguments.profile),
+        RunPlan.of_profile(load_profile(arguments.profile)),
         min_engine_steps=arguments.steps,
         seed=arguments.seed,
         out_dir=Path(arguments.out),

@@ -54,10 +54,10 @@ import spec
 from prefixspec.commands.options import positive_int
 from prefixspec.errors import UsageError
 
-ROOT = Path(spec.__file__).resolve().parent.parent
+ROOT = Path(spec.__file__).resolve().parents[spec.__name__.count(".") + 1]
 """The folder that holds the ``spec`` and ``impl`` packages: a checkout, or site-packages."""
-SPEC_ARITH = ROOT / "spec" / "arith.py"
-IMPL_ARITH = ROOT / "impl" / "blocks.py"
+SPEC_ARITH = Path(spec.__file__).resolve().parent / "arith.py"
+IMPL_ARITH = SPEC_ARITH.parent.parent / "impl" / "blocks.py"
 
 # CPU seconds CrossHair may spend on one condition (or one diffbehavior pair).
 # Every condition is confirmed in well under a second; the slack is for
@@ -318,7 +318,7 @@ def run_gate(jobs: int) -> list[Verdict]:
         for function in spec_functions
         if function.name not in impl_names
     ]
-    borrowed = imports_of(IMPL_ARITH) & {"spec", module_name(SPEC_ARITH)}
+    borrowed = imports_of(IMPL_ARITH) & {spec.__name__, module_name(SPEC_ARITH)}
     if borrowed:
         # An implementation that calls the spec's functions agrees with them by construction.
         missing.append(Verdict("diff", impl_module, False, 0.0, 0, 1, (f"imports {', '.join(sorted(borrowed))}: it must keep its own arithmetic",), False))
@@ -359,7 +359,7 @@ def add_crosshair_command(commands: argparse._SubParsersAction[argparse.Argument
 
 def command_crosshair(arguments: argparse.Namespace) -> int:
     if importlib.util.find_spec("crosshair") is None:
-        raise UsageError("prefixspec crosshair needs CrossHair: pip install 'prefixspec[dev]' (or crosshair-tool)")
+        raise UsageError("prefixspec crosshair needs CrossHair: pip install crosshair-tool (in a checkout, pip install -e '.[dev]')")
     start = time.monotonic()
     verdicts = run_gate(arguments.jobs)
     print(format_table(verdicts))

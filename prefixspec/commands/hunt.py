@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prefixspec.commands.options import add_rules_option, output_folder
 from prefixspec.running.hunt import hunt, table
-from prefixspec.running.profiles import PROFILES
+from prefixspec.running.profiles import PROFILE_HELP, PROFILES, load_profile
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, read_catalogue
 
 
@@ -20,7 +20,7 @@ def command_hunt(arguments: argparse.Namespace) -> int:
     results = hunt(
         catalogue,
         only=arguments.mutant,
-        profile=arguments.profile,
+        profile=load_profile(arguments.profile),
         out_dir=Path(arguments.out),
         progress=None if arguments.quiet else sys.stderr,
         rules=arguments.rules,
@@ -32,9 +32,9 @@ def command_hunt(arguments: argparse.Namespace) -> int:
 
 def add_hunt_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("hunt", help="plant each catalogued bug and show what catches it")
-    parser.add_argument("catalogue", nargs="?", default=str(DEFAULT_CATALOGUE), help="a mutant catalogue (default: catalogues/impl.toml)")
+    parser.add_argument("catalogue", nargs="?", default=str(DEFAULT_CATALOGUE), help="a mutant catalogue (default: the packaged one, prefixspec/data/impl.toml, the planted bugs of impl)")
     parser.add_argument("--mutant", default=None, metavar="ID", help="hunt only this mutant")
-    parser.add_argument("--profile", choices=PROFILES, default="ci", help="Hypothesis profile (default ci)")
+    parser.add_argument("--profile", choices=PROFILES, default=None, help=PROFILE_HELP)
     parser.add_argument("--out", default="hunt", metavar="DIR", help="where the counterexample traces go (default hunt/)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     add_rules_option(parser)

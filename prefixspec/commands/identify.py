@@ -10,6 +10,7 @@ from pathlib import Path
 from spec.api import CacheFactory
 from prefixspec.commands.options import add_exec_options, output_folder, run_on_target
 from prefixspec.running.identify import IDENTIFY_EXAMPLES, IDENTIFY_STEPS, identify
+from prefixspec.running.profiles import load_profile
 from prefixspec.running.stages import RunPlan
 from prefixspec.targets.loading import DEFAULT_TARGET
 
@@ -29,7 +30,7 @@ def command_identify(arguments: argparse.Namespace) -> int:
 
 
 def identify_and_report(factory: CacheFactory, target_name: str, replay_target: str, arguments: argparse.Namespace) -> int:
-    base = replace(RunPlan.of_profile("ci"), out_dir=Path(arguments.out), replay_target=replay_target)
+    base = replace(RunPlan.of_profile(load_profile("ci")), out_dir=Path(arguments.out), replay_target=replay_target)
     verdicts = identify(factory, target_name=target_name, base=base, progress=None if arguments.quiet else sys.stderr)
     print(
         f"prefixspec identify {target_name}: the golden trace, {20 * IDENTIFY_EXAMPLES} call-machine examples and "

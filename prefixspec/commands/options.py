@@ -13,7 +13,7 @@ from spec.api import RULE_PRESETS, CacheFactory, Rules, parse_rules
 from prefixspec.errors import UsageError
 from prefixspec.targets.loading import DEFAULT_TARGET
 from prefixspec.targets.named import load_target
-from prefixspec.targets.pipe import DEFAULT_TIMEOUT, EngineProtocolError, PipeEngine
+from prefixspec.targets.pipe import DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, EngineProtocolError, PipeEngine, exec_option
 
 LONGEST_TIMEOUT = 86_400.0
 """A day: the longest per-call timeout accepted (select() cannot wait for ever, nor should a check)."""
@@ -95,6 +95,13 @@ def add_exec_options(parser: argparse.ArgumentParser, what: str) -> None:
         default=DEFAULT_TIMEOUT,
         help=f"seconds the cache may take to answer one call, an engine's (--exec) or a Python target's (default {DEFAULT_TIMEOUT:g})",
     )
+    parser.add_argument(
+        "--start-timeout",
+        metavar="SECONDS",
+        type=positive_seconds,
+        default=DEFAULT_START_TIMEOUT,
+        help=f"seconds an engine (--exec) may take to start and answer the handshake, apart from --timeout (default {DEFAULT_START_TIMEOUT:g})",
+    )
 
 
 def exec_engine(arguments: argparse.Namespace, other: str) -> PipeEngine | None:
@@ -105,7 +112,7 @@ def exec_engine(arguments: argparse.Namespace, other: str) -> PipeEngine | None:
         raise UsageError(f"give either {'a TARGET' if other == 'target' else '--target'} or --exec CMD, not both")
     if not arguments.exec.strip():
         raise UsageError("--exec needs a command to start the engine; it was empty")
-    engine = PipeEngine(arguments.exec, arguments.timeout)
+    engine = PipeEngine(arguments.exec, arguments.timeout, start_timeout=arguments.start_timeout)
     try:
         engine.probe()
     except EngineProtocolError as failure:
@@ -132,9 +139,8 @@ def run_on_target(arguments: argparse.Namespace, run: TargetRun) -> int:
 
 
 def exec_name(arguments: argparse.Namespace) -> str:
-    """The ``--exec CMD`` (and ``--timeout``) that name the engine again, for replay lines."""
-    named = f"--exec {shlex.quote(arguments.exec)}"
-    return named if arguments.timeout == DEFAULT_TIMEOUT else f"{named} --timeout {arguments.timeout:g}"
+    """The ``--exec CMD`` (and ``--timeout``, ``--start-timeout``) that name the engine again, for replay lines."""
+    return exec_option(arguments.exec, arguments.timeout, arguments.start_timeout)
 
 
 def rule_set(text: str) -> Rules:

@@ -6,15 +6,20 @@ calls the protocol has three lines: the handshake, ``block_size B`` (a fresh,
 empty cache) and ``snapshot`` (the canonical state, R11).  Nodes in results
 are the engine's integers (or ``root``); errors are written by name.
 
-``ProtocolServer`` is the engine's side for any Python cache factory: the
-reference engine that the project's tests serve, and a model for engines in
-other languages.
+``ProtocolServer`` is the engine's side for any Python cache factory, and
+``serve`` its loop over stdin and stdout: a Python cache served as an engine
+(``SpecCache`` serves the spec itself, the reference engine), and a model for
+engines in other languages::
+
+    prefixspec check --exec "python -c 'from prefixspec.formats.protocol import serve; from mypkg.cache import make_cache; serve(make_cache, \"mypkg\")'"
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable
+import sys
+from collections.abc import Callable, Hashable, Iterable
+from typing import TextIO
 
 from spec.api import Namespace, NodeId, NodeView, PrefixCache, PrefixCacheError, PrefixStats, Snapshot
 from prefixspec.vocabulary import (
@@ -151,3 +156,17 @@ class ProtocolServer:
         if node == cache.root:
             return "root"
         return str(self.node_ids.setdefault(node, len(self.node_ids) + 1))
+
+
+def serve(factory: Callable[[int], PrefixCache], name: str, lines: Iterable[str] | None = None, out: TextIO | None = None) -> None:
+    """Answer the protocol's lines (default: stdin) on ``out`` (default: stdout) for caches ``factory`` makes, until the input ends.
+
+    Each answer is flushed at once, as the protocol asks; a blank line is skipped.
+    """
+    server = ProtocolServer(factory, name)
+    written = sys.stdout if out is None else out
+    for raw in sys.stdin if lines is None else lines:
+        line = raw.strip()
+        if line:
+            written.write(server.answer(line) + "\n")
+            written.flush()

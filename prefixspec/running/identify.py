@@ -19,7 +19,7 @@ from hypothesis import settings
 
 from spec.api import RULE_PRESETS, CacheFactory, Rules
 from prefixspec.running.report import CheckReport, StageResult
-from prefixspec.running.stages import RunPlan, run_check
+from prefixspec.running.stages import RunPlan, clear_counterexamples, run_check
 
 IDENTIFY_EXAMPLES = 3
 IDENTIFY_STEPS = 1000
@@ -69,6 +69,8 @@ def identify(
     """A short check of ``target`` under every preset, in the order of ``RULE_PRESETS``."""
     verdicts: list[Verdict] = []
     short = settings(base.base, max_examples=IDENTIFY_EXAMPLES)
+    for name in RULE_PRESETS:  # an earlier run's counterexamples would pass for this run's
+        clear_counterexamples(Path(base.out_dir) / name)
     for name in presets:
         rules = RULE_PRESETS[name]
         if progress is not None:

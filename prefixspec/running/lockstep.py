@@ -50,9 +50,14 @@ class Disagreement(AssertionError):
         return self.trace.steps[-1].call.text() if self.trace.steps else "(no call)"
 
     def describe(self) -> str:
+        """The disagreement, its call numbered as a counterexample's header counts calls: the take_events the
+        lockstep makes after inserts and evicts apart (``shrink.counterexample_trace``)."""
         broken = f" ({self.rule})" if self.rule else ""
+        made = sum(1 for step in self.trace.steps if step.call.op != TAKE_EVENTS.op)
+        taken = bool(self.trace.steps) and self.trace.steps[-1].call.op == TAKE_EVENTS.op
+        where = f"the take_events after call {made}" if taken else f"call {made}"
         return (
-            f"call {len(self.trace.steps)} `{self.last_call}`: the cache under test disagrees with the spec on its {self.kind}{broken}\n"
+            f"{where} `{self.last_call}`: the cache under test disagrees with the spec on its {self.kind}{broken}\n"
             f"  spec:  {self.expected}\n  cache: {self.got}"
         )
 

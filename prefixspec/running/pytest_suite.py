@@ -11,32 +11,42 @@ One file in the engine's tests is enough (pytest and unittest both collect it)::
 The class has a test per stage of ``prefixspec check``: ``test_golden_trace``,
 ``test_call_machine``, ``test_engine_machine``, ``test_extremes`` and ``test_scale``.  A
 failure's message holds the minimised counterexample trace, ready for
-``prefixspec replay``.  ``settings`` passes Hypothesis settings through
-(``max_examples``, ``derandomize``, ``database``...); the active profile is
-used when it is None.  Whatever is given, ``deadline`` is off and the
-``too_slow`` health check suppressed, because one engine example runs
-thousands of steps by design.  An engine in another language runs through the
+``prefixspec replay``.  The settings are those of the package's profile
+(``prefixspec.running.profiles``): ``ci`` unless ``profile`` or
+``HYPOTHESIS_PROFILE`` names ``deep``, ``dev`` or a profile the caller
+registered with Hypothesis, as ``prefixspec check`` takes them, so the suite runs
+as long as the check does.  ``settings`` passes Hypothesis settings through
+instead (``max_examples``, ``derandomize``, ``database``...;
+``settings=hypothesis.settings()`` is the profile the caller loaded).  Whatever is
+given, ``deadline`` is off and the ``too_slow`` health check suppressed, because
+one engine example runs thousands of steps by design.  Nothing is loaded into
+Hypothesis: the caller's other tests keep their own settings.  An engine in another language runs through the
 same class: ``conformance_suite(prefixspec.targets.pipe.PipeEngine("path/to/engine"))``.
 """
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import unittest
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import settings as Settings
 
 from spec.api import CacheFactory, Rules, parse_rules
 from prefixspec.running.machines import ENGINE_STEPS_PER_EXAMPLE
+from prefixspec.running.profiles import profile_settings
 from prefixspec.running.report import StageResult
 from prefixspec.running.stages import STAGES, RunPlan, run_stage
+from prefixspec.targets.pipe import PipeEngine, exec_option
 
 
 def conformance_suite(
     factory: CacheFactory,
     *,
+    profile: str | None = None,
     settings: Settings | None = None,
     min_engine_steps: int = ENGINE_STEPS_PER_EXAMPLE,
     out_dir: Path | None = None,
@@ -47,8 +57,9 @@ def conformance_suite(
     """A TestCase class checking the caches ``factory(block_size)`` makes against the spec, a test per stage.
 
     The stages and their settings are those of ``prefixspec check``
-    (``prefixspec.running.stages``): ``settings`` takes the place of the
-    profile's.  ``min_engine_steps`` is what every engine example must reach
+    (``prefixspec.running.stages``) under ``profile`` (None: the one
+    ``HYPOTHESIS_PROFILE`` names when a test runs, else ``ci``); ``settings``
+    takes the place of the profile's.  ``min_engine_steps`` is what every engine example must reach
     (3,000 as in ``prefixspec check``); counterexample traces go to ``out_dir``
     (default a folder in the temporary directory).  ``rules`` is the rule set
     the spec follows: a ``spec.api.Rules`` or a name (``"sglang"``,
@@ -58,11 +69,14 @@ def conformance_suite(
     """
     rule_set = parse_rules(rules) if isinstance(rules, str) else rules
     where = out_dir if out_dir is not None else Path(tempfile.gettempdir()) / "prefixspec-counterexamples" / name
+    if settings is None:
+        profile_settings(profile)  # an unknown profile is an error here, where the class is made
+    replay_target = replay_target_of(factory) + ("" if rule_set.name == "strict" else f" --rules {rule_set.name}")
 
     def plan() -> RunPlan:
-        # Built when a test runs, so that the profile active then (or ``settings``) is the one used.
-        chosen = settings if settings is not None else Settings()
-        return RunPlan(base=chosen, min_engine_steps=min_engine_steps, out_dir=where, rules=rule_set)
+        # Built when a test runs, so that HYPOTHESIS_PROFILE as it is then chooses the profile.
+        chosen = RunPlan.of_profile(profile) if settings is None else RunPlan(base=settings)
+        return replace(chosen, min_engine_steps=min_engine_steps, out_dir=where, rules=rule_set, replay_target=replay_target)
 
     def stage_test(stage_name: str) -> Callable[[unittest.TestCase], None]:
         def test(self: unittest.TestCase) -> None:
@@ -79,6 +93,22 @@ def conformance_suite(
         test = stage_test(stage_name)
         members[test.__name__] = test
     return type(name, (unittest.TestCase,), members)
+
+
+def replay_target_of(factory: CacheFactory) -> str:
+    """What follows ``prefixspec replay FILE`` to run ``factory`` again: ``--exec CMD`` for an engine over a pipe,
+    ``--target MODULE:NAME`` for a factory importable by its own name, else the placeholder with what is missing."""
+    if isinstance(factory, PipeEngine):
+        return exec_option(factory.command, factory.timeout, factory.start_timeout)
+    module_name = getattr(factory, "__module__", None)
+    qualified = getattr(factory, "__qualname__", None)
+    if isinstance(module_name, str) and isinstance(qualified, str) and module_name != "__main__" and "<" not in qualified:
+        found: object = sys.modules.get(module_name)  # imported already: the factory came from it
+        for part in qualified.split("."):
+            found = getattr(found, part, None)
+        if found is factory:
+            return f"--target {module_name}:{qualified}"
+    return f"--target MODULE:FACTORY (the factory {factory!r} has no importable name: name a module-level one)"
 
 
 def report_failure(case: unittest.TestCase, stage: StageResult) -> None:

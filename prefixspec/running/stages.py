@@ -41,7 +41,7 @@ from prefixspec.running.machines import (
     engine_bursts,
     engine_machine,
 )
-from prefixspec.running.profiles import load_profile
+from prefixspec.running.profiles import PROFILES, profile_settings
 from prefixspec.running.report import CheckReport, Progress, StageResult
 from prefixspec.running.growth import probe_growth
 from prefixspec.running.scale import SCALE_BUDGET, StageTooSlow, run_scale, too_slow
@@ -77,10 +77,14 @@ class RunPlan:
     """Seconds the scale stage may take; a cache whose calls would take it past them is stopped with how its calls grow."""
 
     @classmethod
-    def of_profile(cls, profile: str) -> RunPlan:
-        """The plan of a named profile (``ci``, ``deep``, ``dev``); ``dataclasses.replace`` changes the rest."""
-        load_profile(profile)
-        return cls(base=settings(), profile=profile, require_coverage=profile in ("ci", "deep"))
+    def of_profile(cls, profile: str | None = None) -> RunPlan:
+        """The plan of a profile (``ci``, ``deep``, ``dev``; None: ``HYPOTHESIS_PROFILE``, else ``ci``), loaded into nothing.
+
+        ``dataclasses.replace`` changes the rest.  A name outside ``PROFILES``
+        is a profile the caller registered with Hypothesis, held to no coverage.
+        """
+        name, chosen = profile_settings(profile)
+        return cls(base=chosen, profile=name, require_coverage=name in PROFILES and name != "dev")
 
     def machine_settings(self) -> settings:
         """The settings common to both machines: the deadline off, too_slow suppressed, one bug reported, no shrink phase.
@@ -234,13 +238,31 @@ EXTREME_STEPS = 10
 
 
 def run_stage(name: str, target: CacheFactory, plan: RunPlan) -> StageResult:
-    """One stage of a check, by name."""
+    """One stage of a check, by name; the counterexample an earlier run of it left in ``plan.out_dir`` is removed first."""
+    counterexample_path(plan.out_dir, name).unlink(missing_ok=True)
     return STAGES[name](target, plan)
+
+
+def counterexample_path(folder: Path, stage: str) -> Path:
+    """Where a stage's counterexample trace is written."""
+    return folder / f"{stage.replace(' ', '_')}.trace"
+
+
+def clear_counterexamples(folder: Path) -> None:
+    """Remove every stage's counterexample trace from ``folder``, then the folder if that leaves it empty."""
+    for name in STAGES:
+        counterexample_path(folder, name).unlink(missing_ok=True)
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # missing, or holding something else
 
 
 def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> CheckReport:
     """Every stage in order, each to its first failure; a target that fails as a program stops the run."""
     report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_target, rules=plan.rules)
+    for name in STAGES:  # a stage this run skips (or never reaches) leaves no earlier run's counterexample behind either
+        counterexample_path(plan.out_dir, name).unlink(missing_ok=True)
     for name in STAGES:
         if name in REACH_STAGES and not (plan.reach and report.passed):
             continue
@@ -271,7 +293,7 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
         stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
         return
     plan.out_dir.mkdir(parents=True, exist_ok=True)
-    path = plan.out_dir / f"{stage.name.replace(' ', '_')}.trace"
+    path = counterexample_path(plan.out_dir, stage.name)
     reproduce = f"prefixspec replay {path} {plan.replay_target}"
     path.write_text(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text(), encoding="utf-8")
     stage.counterexample = str(path)

@@ -16,10 +16,12 @@ from typing import TypeVar
 
 from spec.api import CacheFactory
 from prefixspec.errors import TargetError
+from prefixspec.shipped import definition_module
 from prefixspec.targets.guarded import Guard, GuardedFactory, TargetCrash, one_line, raised_at
 from prefixspec.vocabulary import INTERFACE
 
-DEFAULT_TARGET = "impl:RadixCache"
+DEFAULT_TARGET = f"{definition_module('impl')}:RadixCache"
+"""``impl:RadixCache`` in a checkout, ``prefixspec.impl:RadixCache`` installed."""
 
 Loaded = TypeVar("Loaded")
 
@@ -40,7 +42,7 @@ def load_factory(target: str, timeout: float | None = None) -> CacheFactory:
     """The factory a ``module:attribute`` target names, guarded (``timeout`` seconds a call), checked by building one cache."""
     module_name, colon, attribute = target.partition(":")
     if not colon or not module_name or not attribute:
-        raise TargetError(f"target {target!r} must look like module:factory (for example impl:RadixCache)")
+        raise TargetError(f"target {target!r} must look like module:factory (for example {DEFAULT_TARGET})")
     if str(Path.cwd()) not in sys.path and "" not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # so a module beside the user's working directory is found
     guard = Guard(target, timeout)

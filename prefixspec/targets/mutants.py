@@ -38,7 +38,7 @@ from types import ModuleType
 from spec.api import CacheFactory, PrefixCache, Rules
 from prefixspec.errors import TargetError
 from prefixspec.formats.trace import decode_trace
-from prefixspec.shipped import IMPL_CATALOGUE
+from prefixspec.shipped import IMPL_CATALOGUE, definition_module
 from prefixspec.vocabulary import TraceFormatError
 
 DEFAULT_CATALOGUE = IMPL_CATALOGUE
@@ -111,6 +111,8 @@ def read_catalogue(path: Path) -> Catalogue:
     ids = [mutant.id for mutant in mutants]
     if len(set(ids)) != len(ids):
         raise CatalogueError(f"{path}: mutant ids repeat")
+    if path.resolve() == IMPL_CATALOGUE.resolve():
+        package = definition_module(package)  # the shipped catalogue's "impl" is prefixspec.impl once installed
     return Catalogue(path, package, factory, tuple(mutants))
 
 

@@ -22,7 +22,9 @@ are pooled: when a ``PipeCache`` is garbage, its process goes back to the
 pool and the next cache starts on it with ``block_size B``, so the thousands
 of caches a check makes cost one process start each only while they overlap.
 
-An engine that crashes, hangs past the per-call timeout, prints something
+An engine process has ``start_timeout`` seconds (``--start-timeout``) to
+answer the handshake, its start, and ``timeout`` (``--timeout``) for each
+line after it.  An engine that crashes, hangs past its limit, prints something
 that is not an answer, or answers another call than the one sent, raises
 ``EngineProtocolError`` (a ``spec.api.TargetFailure``): one paragraph naming
 the problem, the engine's last stderr lines and the last lines exchanged.
@@ -35,6 +37,7 @@ import itertools
 import operator
 import os
 import select
+import shlex
 import signal
 import subprocess
 import tempfile
@@ -61,7 +64,10 @@ from prefixspec.vocabulary import (
 )
 
 DEFAULT_TIMEOUT = 5.0
-"""Seconds an engine may take to answer one line (the handshake included)."""
+"""Seconds an engine may take to answer one line, once it has answered the handshake."""
+
+DEFAULT_START_TIMEOUT = 30.0
+"""Seconds an engine process may take to answer the handshake: its start, which may load a model or torch."""
 
 HISTORY = 12
 """Lines sent and received that a report shows."""
@@ -105,9 +111,11 @@ def _log_lines(data: bytes) -> list[str]:
 class EngineProcess:
     """One running engine: its pipes, its stderr in a file, and the last lines exchanged."""
 
-    def __init__(self, command: str, timeout: float) -> None:
+    def __init__(self, command: str, timeout: float, start_timeout: float = DEFAULT_START_TIMEOUT) -> None:
         self.command = command
         self.timeout = timeout
+        self.limit, self.limit_option = start_timeout, "--start-timeout"
+        """The limit on the line now exchanged, and the option that sets it: the start's until the handshake is answered."""
         self.history: deque[str] = deque(maxlen=HISTORY)
         self.failure: EngineProtocolError | None = None
         self.greeted = False
@@ -151,6 +159,7 @@ class EngineProcess:
             self.fail(f"failed the handshake: it answered `{_shown(answer)}` to `{HANDSHAKE}`, where `ok` was expected (this checker speaks version {PROTOCOL_VERSION})")
         self.engine_name, self.features = parse_greeting(answer[3:])
         self.greeted = True
+        self.limit, self.limit_option = timeout, "--timeout"
 
     # Reports ------------------------------------------------------------------------------
 
@@ -206,11 +215,11 @@ class EngineProcess:
 
     def _send(self, line: str, *ahead: str) -> None:
         data = "".join(f"{text}\n" for text in (line, *ahead)).encode("utf-8")
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + self.limit
         while data:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                self.fail(f"hangs: it did not read the call `{_shown(line)}` within {self.timeout:g} s (--timeout), so it was stopped")
+                self.fail(f"hangs: it did not read the call `{_shown(line)}` within {self.limit:g} s ({self.limit_option}), so it was stopped")
             _, writable, _ = select.select([], [self._stdin], [], remaining)
             if not writable:
                 continue
@@ -223,7 +232,7 @@ class EngineProcess:
             data = data[written:]
 
     def _receive(self, line: str) -> str:
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + self.limit
         while True:
             end = self._buffer.find(b"\n")
             if end >= 0:
@@ -240,7 +249,7 @@ class EngineProcess:
             if remaining <= 0:
                 if self._buffer:
                     self.history.append(f"< {_shown(self._buffer.decode('utf-8', 'replace'))} (no end of line)")
-                self.fail(f"hangs: it did not answer `{_shown(line)}` within {self.timeout:g} s (--timeout), so it was stopped")
+                self.fail(f"hangs: it did not answer `{_shown(line)}` within {self.limit:g} s ({self.limit_option}), so it was stopped")
             readable, _, _ = select.select([self._stdout], [], [], remaining)
             if not readable:
                 continue
@@ -399,11 +408,16 @@ class PipeEngine:
     also end when Python exits.
     """
 
-    def __init__(self, command: str, timeout: float = DEFAULT_TIMEOUT, *, snapshot_ahead: bool = True) -> None:
+    def __init__(
+        self, command: str, timeout: float = DEFAULT_TIMEOUT, *, start_timeout: float = DEFAULT_START_TIMEOUT, snapshot_ahead: bool = True
+    ) -> None:
         if not command.strip():
             raise ValueError("the engine command is empty")
         self.command = command
         self.timeout = timeout
+        """Seconds for each line once a process has answered the handshake."""
+        self.start_timeout = start_timeout
+        """Seconds for a process to start and answer the handshake."""
         self.snapshot_ahead = snapshot_ahead
         """Send ``snapshot`` with every call, in the same write: the checkers ask for one after every call."""
         self.idle: list[EngineProcess] = []
@@ -431,7 +445,7 @@ class PipeEngine:
                 return process
             process.stop()
         self.started += 1
-        process = EngineProcess(self.command, self.timeout)
+        process = EngineProcess(self.command, self.timeout, self.start_timeout)
         self.busy.add(process)
         return process
 
@@ -459,6 +473,16 @@ class PipeEngine:
         self.closed = True
         _close_processes(self.idle)
         _close_processes(list(self.busy))
+
+
+def exec_option(command: str, timeout: float, start_timeout: float) -> str:
+    """``--exec CMD`` with the limits that differ from their defaults: how a replay line names an engine."""
+    named = f"--exec {shlex.quote(command)}"
+    if timeout != DEFAULT_TIMEOUT:
+        named += f" --timeout {timeout:g}"
+    if start_timeout != DEFAULT_START_TIMEOUT:
+        named += f" --start-timeout {start_timeout:g}"
+    return named
 
 
 _serials = itertools.count(1)

@@ -162,7 +162,7 @@ def target_plans(scratch: Path) -> list[Plan]:
 # Engines ------------------------------------------------------------------------------------------
 
 ENGINE_TIMEOUT = "1"
-"""``--timeout`` of an engine case: short, so a hang costs little, yet above a loaded machine's start of serve.py
+"""``--timeout`` and ``--start-timeout`` of an engine case: short, so a hang costs little, yet above a loaded machine's start of serve.py
 (a fifth of a second idle; at 0.5 s a busy machine made good engines fail their handshake now and then)."""
 
 NOT_ENGINES = (
@@ -202,7 +202,7 @@ def engine_table(scratch: Path) -> list[Plan]:
     # A good engine with a helper beside it passes; anything else cannot even start a cache (exit 2).
     engines += [(command, 0 if SERVE in command else 2, "") for command in NOT_ENGINES]
     for engine, status, words in engines:
-        replay = ("replay", GOLDEN, "--exec", engine, "--timeout", ENGINE_TIMEOUT)
+        replay = ("replay", GOLDEN, "--exec", engine, "--timeout", ENGINE_TIMEOUT, "--start-timeout", ENGINE_TIMEOUT)
         plans.append(Plan("engine", in_scratch(scratch, replay, CHECK_LIMIT), frozenset({status}), words))
     return plans
 
@@ -222,9 +222,9 @@ def engine_plans(draw: st.DrawFn, scratch: Path) -> Plan:
     small = scratch / "small.trace"
     # A check runs to its end only on an engine that answers well: the spec in Python, too slow for a fuzz case.
     if not quick or draw(st.booleans()):
-        argv: tuple[str, ...] = ("replay", str(small), "--exec", engine, "--timeout", ENGINE_TIMEOUT)
+        argv: tuple[str, ...] = ("replay", str(small), "--exec", engine, "--timeout", ENGINE_TIMEOUT, "--start-timeout", ENGINE_TIMEOUT)
     else:
-        argv = ("check", "--exec", engine, *QUICK_CHECK, "--timeout", ENGINE_TIMEOUT, "--out", str(scratch / "out"))
+        argv = ("check", "--exec", engine, *QUICK_CHECK, "--timeout", ENGINE_TIMEOUT, "--start-timeout", ENGINE_TIMEOUT, "--out", str(scratch / "out"))
     return Plan("engine", in_scratch(scratch, argv, CHECK_LIMIT), files=((str(small), b"\n".join(GOLDEN_LINES[:60]) + b"\n"),))
 
 

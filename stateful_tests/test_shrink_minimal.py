@@ -1,0 +1,88 @@
+"""Delta debugging ends 1-minimal: no call, no window of neighbours and no pair of calls can be removed.
+
+Shown where the windows alone kept calls (a lock and its unlock around a call
+that is needed), on a recorded trace (``verify --shrink``) and on the
+counterexamples of the core stages, checked by brute force.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from spec.model import SpecCache
+from prefixspec.formats.trace import parse_trace, read_trace, record
+from prefixspec.running.recorded import Recording, shrink
+from prefixspec.running.shrink import delta_debug, first_disagreement, handles_resolve
+from prefixspec.running.stages import RunPlan, run_stage
+from prefixspec.shipped import IMPL_CATALOGUE
+from prefixspec.targets.mutants import load_mutant, read_catalogue
+from prefixspec.vocabulary import TAKE_EVENTS, parse_call
+
+FOREVER = float("inf")
+
+
+def test_a_pair_that_only_goes_together_goes() -> None:
+    """Items x and y are removable only together, with b between them needed: the windows keep all five."""
+
+    def cut(candidate: list[str]) -> list[str] | None:
+        needed = {"a", "b", "c"} <= set(candidate)
+        return candidate if needed and (("x" in candidate) == ("y" in candidate)) else None
+
+    assert delta_debug(["a", "x", "b", "y", "c"], cut, FOREVER) == ["a", "b", "c"]
+
+
+LOCKED_AROUND = [
+    "n1 = insert [1 2 3] [10]",
+    "lock n1",
+    "n3 = insert [5 6 7] [20]",
+    "n4 = match [1 2 9]",
+    "unlock n1",
+    "cached_blocks",
+    "n7 = match [5 6 9]",
+    "evict 1",
+]
+
+
+def test_verify_shrink_drops_a_lock_and_its_unlock() -> None:
+    """An engine that evicts the newest leaf: 8 recorded calls, 3 needed (both inserts and the evict).
+
+    Neither the lock nor the unlock goes alone (the unlock's recorded `ok`
+    would be NotLocked, or the evict would find the node pinned): the windows
+    kept 5 of the 8.
+    """
+    calls = [parse_call(line, number) for number, line in enumerate(LOCKED_AROUND, start=1)]
+    text = record(2, calls, SpecCache(2)).text().replace("evict 1 -> [10]", "evict 1 -> [20]")
+    recording = Recording.of(parse_trace(text))
+    kept = shrink(recording)
+    assert [recording.trace.steps[index].call.text() for index in kept] == ["n1 = insert [1 2 3] [10]", "n3 = insert [5 6 7] [20]", "evict 1"]
+
+
+CATALOGUE = read_catalogue(IMPL_CATALOGUE)
+
+
+@pytest.mark.parametrize("mutant_id", ["s01", "s07", "s10", "m01", "n01"])
+def test_the_core_stages_counterexamples_are_1_minimal(mutant_id: str, tmp_path: Path) -> None:
+    """Every call and every pair of calls of the call machine's counterexample is needed (brute force)."""
+    target = load_mutant(CATALOGUE, CATALOGUE.mutant(mutant_id))
+    stage = run_stage("call machine", target, replace(RunPlan.of_profile("ci"), out_dir=tmp_path))
+    assert stage.counterexample, stage.failure
+    trace = read_trace(stage.counterexample)
+    calls = [call for call in trace.calls() if call.op != TAKE_EVENTS.op]
+
+    def still_fails(kept: list[int]) -> bool:
+        candidate = [calls[index] for index in kept]
+        return bool(candidate) and handles_resolve(candidate) and first_disagreement(trace.block_size, candidate, target, trace.rules) is not None
+
+    everything = list(range(len(calls)))
+    assert still_fails(everything)
+    removable = [
+        dropped
+        for size in (1, 2)
+        for dropped in itertools.combinations(everything, size)
+        if still_fails([index for index in everything if index not in dropped])
+    ]
+    assert not removable, (stage.counterexample, removable)
