@@ -239,3 +239,100 @@ def __getattr__(name: str) -> Callable[[int], object]:
     if name in HOSTILE:
         return HOSTILE[name].factory
     raise AttributeError(name)
+
+
+# Ends of the process itself: what only a supervised run survives ---------------------------------------
+
+ENDS = ("exit0", "exit3", "kill", "abort", "c_exit", "close_stdout", "mask_alarm", "retry_alarm", "thread_prints", "chdir")
+"""What ``ends_its_process`` does when its moment comes (``HOSTILE_END``): ``os._exit(0)``, ``os._exit(3)``, SIGKILL
+to itself, ``os.abort()``, the C library's ``exit(0)``, closing fd 1 (then answering on), blocking SIGALRM and
+sleeping, sleeping in a loop that swallows every exception, a thread that prints 1,000 lines, a ``chdir``."""
+
+
+def _end_process(how: str) -> None:
+    import ctypes
+    import os
+    import signal
+    import threading
+
+    if how == "exit0":
+        os._exit(0)
+    if how == "exit3":
+        os._exit(3)
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how == "abort":
+        os.abort()
+    if how == "c_exit":
+        ctypes.CDLL(None).exit(0)
+    if how == "close_stdout":
+        os.close(1)
+    if how == "mask_alarm":
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        time.sleep(3600)
+    if how == "retry_alarm":
+        while True:
+            try:
+                time.sleep(3600)
+            except BaseException:  # noqa: B036 - a target that swallows the checker's alarm on purpose
+                pass
+    if how == "thread_prints":
+        def chatter() -> None:
+            for number in range(1000):
+                print(f"a line the target's thread printed, number {number}")
+
+        threading.Thread(target=chatter, daemon=True).start()
+    if how == "chdir":
+        os.chdir("/")
+
+
+class _EndsItsProcess(RadixCache):
+    """impl.RadixCache that does ``HOSTILE_END`` at its first ``match_prefix`` once the run is in ``HOSTILE_STAGE``."""
+
+    done = False
+
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
+        if not _EndsItsProcess.done and _in_stage():
+            _EndsItsProcess.done = True
+            _end_process(_setting("HOSTILE_END"))
+        return super().match_prefix(tokens, namespace)
+
+
+def _setting(name: str) -> str:
+    import os
+
+    return os.environ.get(name, "")
+
+
+def _in_stage() -> bool:
+    from prefixspec.targets.beacon import current
+
+    wanted = _setting("HOSTILE_STAGE") or "golden trace"
+    beacon = current()
+    return beacon is not None and beacon.read().stage.startswith(wanted)
+
+
+def ends_its_process(block_size: int) -> RadixCache:
+    """``HOSTILE_STAGE=factory`` ends it in the factory (when the target is loaded), else in a call of that stage."""
+    if _setting("HOSTILE_STAGE") == "factory":
+        _end_process(_setting("HOSTILE_END"))
+    return _EndsItsProcess(block_size)
+
+
+class _EndsWhileShrinking(RadixCache):
+    """Wrong at once (a hit rate off by a half), and ends its process in the first cache made after the disagreement was seen."""
+
+    caches = 0
+
+    def __init__(self, block_size: int) -> None:
+        super().__init__(block_size)
+        _EndsWhileShrinking.caches += 1
+        if _EndsWhileShrinking.caches == 4:  # the sample, the golden trace's own, its replay: the next is the shrinker's
+            _end_process(_setting("HOSTILE_END") or "exit0")
+
+    def hit_rate(self) -> float:
+        return super().hit_rate() + 0.5
+
+
+def ends_while_shrinking(block_size: int) -> RadixCache:
+    return _EndsWhileShrinking(block_size)

@@ -18,6 +18,8 @@ from prefixspec.commands.options import (
     output_folder,
     run_on_target,
 )
+from prefixspec.commands.supervised_run import announce_stage
+from prefixspec.exit_status import ExitStatus
 from prefixspec.running.profiles import PROFILES
 from prefixspec.running.stages import RunPlan, run_check
 from prefixspec.targets.loading import DEFAULT_TARGET
@@ -36,7 +38,7 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     check.add_argument("--out", metavar="DIR", default="counterexamples", help="where counterexample traces go (default counterexamples/)")
     check.add_argument("--quiet", action="store_true", help="no progress lines")
     add_rules_option(check)
-    check.set_defaults(run=command_check)
+    check.set_defaults(run=command_check, supervised=True)
 
 
 def command_check(arguments: argparse.Namespace) -> int:
@@ -56,9 +58,10 @@ def run_and_report(factory: CacheFactory, target_name: str, replay_target: str, 
         progress=None if arguments.quiet else sys.stderr,
         replay_target=replay_target + ("" if arguments.rules.name == "strict" else f" --rules {arguments.rules.name}"),
         rules=arguments.rules,
+        announce=announce_stage,
     )
     report = run_check(factory, target_name=target_name, plan=plan)
     print(report.summary())
     if arguments.json:
         Path(arguments.json).write_text(json.dumps(report.as_json(), indent=2) + "\n", encoding="utf-8")
-    return 0 if report.passed else 1
+    return ExitStatus.PASSED if report.passed else ExitStatus.FAILED

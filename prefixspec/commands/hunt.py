@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from prefixspec.commands.options import add_rules_option, output_folder
+from prefixspec.exit_status import ExitStatus
 from prefixspec.running.hunt import hunt, table
 from prefixspec.running.profiles import PROFILES
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, read_catalogue
@@ -27,7 +28,7 @@ def command_hunt(arguments: argparse.Namespace) -> int:
     )
     print(table(results))
     print(f"counterexamples in {arguments.out}/ (prefixspec replay {arguments.out}/ID.trace --target {catalogue.path}#ID); {time.perf_counter() - started:.1f} s")
-    return 0 if all(result.killed for result in results) else 1
+    return ExitStatus.PASSED if all(result.killed for result in results) else ExitStatus.FAILED
 
 
 def add_hunt_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

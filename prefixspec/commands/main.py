@@ -28,6 +28,9 @@ from prefixspec.commands.identify import add_identify_command
 from prefixspec.commands.replay import add_replay_command
 from prefixspec.commands.verify import add_verify_command
 from prefixspec.errors import UsageError
+from prefixspec.exit_status import ExitStatus, stopped_by
+from prefixspec.commands.supervised_run import run_supervised
+from prefixspec.targets.supervised import supervised_child
 from prefixspec.targets.interrupts import stop_signal, watching_stop_signals
 from prefixspec.targets.pipe import EngineProtocolError
 from prefixspec.vocabulary import TraceFormatError
@@ -58,7 +61,7 @@ def stopped(signum: int) -> int:
     """The one line and the exit status of a command stopped by ``signum``: 130 for Ctrl-C, 143 for SIGTERM (128 + N, as a shell says)."""
     how = "interrupted (Ctrl-C)" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
     print(f"prefixspec: {how}; nothing was reported", file=sys.stderr)
-    return 128 + signum
+    return stopped_by(signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,13 +69,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     with watching_stop_signals():
         try:
             arguments = parser.parse_args(argv)  # a bad option exits 2 here, with argparse's usage lines
-            run: Callable[[argparse.Namespace], int] = arguments.run
-            return run(arguments)
-        except (UsageError, TraceFormatError, OSError) as error:
-            print(f"prefixspec: {error}", file=sys.stderr)
-            return 2
-        except TargetFailure as failure:  # a target that failed as a program outside a check's stages
-            print(failure, file=sys.stderr)
-            return 2 if isinstance(failure, EngineProtocolError) and failure.before_handshake else 1
-        except KeyboardInterrupt:  # the user's Ctrl-C or a SIGTERM (a target's own is a TargetFailure); engines stopped on the way out
+        except KeyboardInterrupt:
             return stopped(stop_signal() or signal.SIGINT)
+        if getattr(arguments, "supervised", False) and not supervised_child():
+            return run_supervised(arguments, run_command)
+        return run_command(arguments)
+
+
+def run_command(arguments: argparse.Namespace) -> int:
+    """The command ``arguments`` name, every outcome an exit status (``ExitStatus``) and at most a paragraph."""
+    try:
+        run: Callable[[argparse.Namespace], int] = arguments.run
+        return run(arguments)
+    except (UsageError, TraceFormatError, OSError) as error:
+        print(f"prefixspec: {error}", file=sys.stderr)
+        return ExitStatus.USAGE
+    except TargetFailure as failure:  # a target that failed as a program outside a check's stages
+        print(failure, file=sys.stderr)
+        return ExitStatus.USAGE if isinstance(failure, EngineProtocolError) and failure.before_handshake else ExitStatus.FAILED
+    except KeyboardInterrupt:  # the user's Ctrl-C or a SIGTERM (a target's own is a TargetFailure); engines stopped on the way out
+        return stopped(stop_signal() or signal.SIGINT)

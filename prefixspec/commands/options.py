@@ -11,6 +11,7 @@ from pathlib import Path
 
 from spec.api import RULE_PRESETS, CacheFactory, Rules, parse_rules
 from prefixspec.errors import UsageError
+from prefixspec.targets.beacon import mark_stage
 from prefixspec.targets.loading import DEFAULT_TARGET
 from prefixspec.targets.named import load_target
 from prefixspec.targets.pipe import DEFAULT_TIMEOUT, EngineProtocolError, PipeEngine
@@ -125,7 +126,10 @@ def run_on_target(arguments: argparse.Namespace, run: TargetRun) -> int:
     if engine is None:
         # None is the default target; "" is no target at all, which the loading refuses.
         target = DEFAULT_TARGET if arguments.target is None else arguments.target
-        return run(load_target(target, arguments.timeout), target, f"--target {target}", arguments)
+        factory = load_target(target, arguments.timeout)
+        mark_stage("the run")  # loaded: from here on a target that ends its process fails the run (exit 1), not its loading
+        return run(factory, target, f"--target {target}", arguments)
+    mark_stage("the run")
     with engine:
         named = exec_name(arguments)
         return run(engine, named, named, arguments)

@@ -72,6 +72,8 @@ class RunPlan:
     """Run the reach stages (``REACH_STAGES``) after the others passed."""
     require_coverage: bool = False
     """Fail a stage that never reached an event of ``coverage.REQUIRED`` (the named profiles do; a caller's few examples need not)."""
+    announce: Callable[[str, StageResult | None], None] | None = None
+    """Told each stage's name as it starts (with None) and its result as it ends: a supervised run's parent learns what finished."""
 
     @classmethod
     def of_profile(cls, profile: str) -> RunPlan:
@@ -223,8 +225,12 @@ def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> Check
     for name in STAGES:
         if name in REACH_STAGES and not (plan.reach and report.passed):
             continue
+        if plan.announce is not None:
+            plan.announce(name, None)
         stage = run_stage(name, target, plan)
         report.stages.append(stage)
+        if plan.announce is not None:
+            plan.announce(name, stage)
         if stage.aborted:
             break
     return report

@@ -35,6 +35,7 @@ from types import FrameType
 from typing import TypeVar, cast
 
 from spec.api import CacheFactory, NodeId, PrefixCache, Snapshot, TargetFailure
+from prefixspec.targets.beacon import current
 from prefixspec.targets.interrupts import stop_requested
 from prefixspec.vocabulary import CallThrough, features_of
 
@@ -121,6 +122,9 @@ class Guard:
         self._what, self._where = what, where
         saved = sys.stdout
         timed = False
+        beacon = current()  # a supervised run: the supervisor learns the call, and ends one that outlasts the alarm
+        if beacon is not None:
+            beacon.enter(what, where, limit and self.timeout is not None)
         try:
             sys.stdout = sys.stderr  # the target's prints go to stderr: stdout carries the report
             timed = limit and self._arm()
@@ -137,6 +141,8 @@ class Guard:
         finally:
             if timed:
                 signal.setitimer(signal.ITIMER_REAL, 0)
+            if beacon is not None:
+                beacon.leave()
             sys.stdout = saved
             self._running = False
 
