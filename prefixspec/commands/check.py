@@ -18,11 +18,11 @@ from prefixspec.commands.options import (
     output_folder,
     run_on_target,
 )
-from prefixspec.commands.supervised_run import announce_stage
 from prefixspec.exit_status import ExitStatus
 from prefixspec.running.profiles import PROFILES
 from prefixspec.running.stages import RunPlan, run_check
 from prefixspec.targets.loading import DEFAULT_TARGET
+from prefixspec.targets.supervised import announce_stage
 
 
 def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

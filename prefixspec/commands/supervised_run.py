@@ -22,7 +22,7 @@ from prefixspec.exit_status import ExitStatus, stopped_by
 from prefixspec.running.report import CheckReport, StageResult
 from prefixspec.targets.interrupts import stop_signal
 from prefixspec.targets.loading import DEFAULT_TARGET
-from prefixspec.targets.supervised import Ended, send, supervise
+from prefixspec.targets.supervised import Ended, supervise
 
 import signal
 
@@ -33,16 +33,6 @@ def target_name(arguments: argparse.Namespace) -> str:
         return f"--exec {arguments.exec}"
     target = getattr(arguments, "target", None)
     return DEFAULT_TARGET if target is None else str(target)
-
-
-def announce_stage(name: str, stage: StageResult | None) -> None:
-    """``RunPlan.announce`` of a supervised child: the parent hears of each stage that finished."""
-    from prefixspec.targets.beacon import mark_stage
-
-    if stage is None:
-        mark_stage(name)
-    else:
-        send("stage", stage)
 
 
 def finished_report(arguments: argparse.Namespace, ended: Ended | None) -> CheckReport:
@@ -79,12 +69,17 @@ def run_supervised(arguments: argparse.Namespace, command: Callable[[argparse.Na
         return ended.status
     name = target_name(arguments)
     if not ended.reading.stage:  # it ended while it was loaded: a target that cannot be loaded
-        print(f"prefixspec: the target `{name}` cannot be loaded: its process {ended.how} {ended.where()}", file=sys.stderr)
+        what = "hung" if ended.hung else "ended its process"
+        print(f"prefixspec: the target `{name}` cannot be loaded: it {what} {ended.where()} (it {ended.how})", file=sys.stderr)
         return ExitStatus.USAGE
-    paragraph = (
-        f"prefixspec: the cache `{name}` ended the checker's process: it {ended.how} {ended.where()}, "
-        f"during {_stage_words(ended.reading.stage)}; a cache must not end the checker."
-    )
+    during = _stage_words(ended.reading.stage)
+    if ended.hung:
+        paragraph = f"prefixspec: the cache `{name}` hangs: {ended.where()}, during {during}, it {ended.how}."
+    else:
+        paragraph = (
+            f"prefixspec: the cache `{name}` ended the checker's process: it {ended.how} {ended.where()}, "
+            f"during {during}; a cache must not end the checker."
+        )
     if getattr(arguments, "command", "") != "check":
         print(paragraph)
         print("result: FAILED")

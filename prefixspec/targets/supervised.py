@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import TextIO, cast
 
 from prefixspec.exit_status import ExitStatus
-from prefixspec.targets.beacon import IDLE, TIMED, Beacon, Reading, install
+from prefixspec.targets.beacon import IDLE, TIMED, Beacon, Reading, install, mark_stage
 
 GRACE = 2.0
 """Seconds past ``--timeout`` that the child's own alarm has to interrupt a call before its process is killed."""
@@ -69,6 +69,14 @@ def send(kind: str, value: object) -> None:
     while data:
         written = os.write(_Channel.fd, data)
         data = data[written:]
+
+
+def announce_stage(name: str, stage: object | None) -> None:
+    """``RunPlan.announce`` of a supervised run: the beacon names the stage running, the parent hears of each that finished."""
+    if stage is None:
+        mark_stage(name)
+    else:
+        send("stage", stage)
 
 
 def supervised_child() -> bool:
@@ -104,6 +112,8 @@ class Ended:
     """What it printed for the report (stdout), to be printed once its end is known."""
     messages: list[tuple[str, object]] = field(default_factory=list)
     """Everything else it sent, in order."""
+    hung: bool = False
+    """It was killed for a call past ``--timeout`` plus ``GRACE``."""
 
     def where(self) -> str:
         """The call the child was in, as a clause: ``in its insert() at call 3 ...`` or ``between calls (the last: ...)``."""
@@ -233,7 +243,7 @@ def _watch(pid: int, beacon: Beacon, message_read: int, output_read: int, timeou
                 seen_serial, seen_since = reading.serial, time.monotonic()
             elif time.monotonic() - seen_since > timeout + GRACE:
                 hung = (
-                    f"hangs: it did not return within {timeout:g} s (--timeout) and went on past the alarm that should have "
+                    f"did not return within {timeout:g} s (--timeout) and ran on past the alarm that should have "
                     f"interrupted it (a masked SIGALRM, a retry that swallows it, or code in C), so its process was killed"
                 )
                 _kill_group(pid, signal.SIGKILL)
@@ -244,7 +254,7 @@ def _watch(pid: int, beacon: Beacon, message_read: int, output_read: int, timeou
     ended.reading = beacon.read()
     announced = next((value for kind, value in reversed(ended.messages) if kind == "status"), None)
     if hung:
-        ended.how = hung
+        ended.how, ended.hung = hung, True
     elif isinstance(announced, int) and os.WIFEXITED(wait_status) and os.WEXITSTATUS(wait_status) == announced:
         ended.status = announced
     else:
