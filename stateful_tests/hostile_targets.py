@@ -243,10 +243,11 @@ def __getattr__(name: str) -> Callable[[int], object]:
 
 # Ends of the process itself: what only a supervised run survives ---------------------------------------
 
-ENDS = ("exit0", "exit3", "kill", "abort", "c_exit", "close_stdout", "mask_alarm", "retry_alarm", "thread_prints", "chdir")
+ENDS = ("exit0", "exit3", "kill", "abort", "c_exit", "close_stdout", "mask_alarm", "retry_alarm", "thread_prints", "chdir", "wait")
 """What ``ends_its_process`` does when its moment comes (``HOSTILE_END``): ``os._exit(0)``, ``os._exit(3)``, SIGKILL
 to itself, ``os.abort()``, the C library's ``exit(0)``, closing fd 1 (then answering on), blocking SIGALRM and
-sleeping, sleeping in a loop that swallows every exception, a thread that prints 1,000 lines, a ``chdir``."""
+sleeping, sleeping in a loop that swallows every exception, a thread that prints 1,000 lines, a ``chdir``, writing
+the file ``HOSTILE_MARK`` names and sleeping (for a test to stop the run there)."""
 
 
 def _end_process(how: str) -> None:
@@ -284,6 +285,10 @@ def _end_process(how: str) -> None:
         threading.Thread(target=chatter, daemon=True).start()
     if how == "chdir":
         os.chdir("/")
+    if how == "wait":
+        with open(os.environ["HOSTILE_MARK"], "w", encoding="utf-8") as mark:
+            mark.write(str(os.getpid()))
+        time.sleep(3600)
 
 
 class _EndsItsProcess(RadixCache):

@@ -70,7 +70,7 @@ def hunt_mutant(
     strict = rules == Rules()
     name = f"{catalogue.path}#{mutant.id}"
     guard = Guard(name, timeout)
-    planted = loading(guard, f"cannot load {name!r}: it", load_mutant, catalogue, mutant, None if strict else rules, limit=False)
+    planted = loading(guard, f"cannot load {name!r}: it", load_mutant, catalogue, mutant, None if strict else rules, limit=False, doing=f"the import of {name!r}")
     factory = check_factory(name, planted, guard)
     mark_stage("the seed tests")
 

@@ -24,10 +24,10 @@ DEFAULT_TARGET = "impl:RadixCache"
 Loaded = TypeVar("Loaded")
 
 
-def loading(guard: Guard, what: str, function: Callable[..., Loaded], *arguments: object, limit: bool = True) -> Loaded:
-    """``function(*arguments)``, the target's code ``what``, under ``guard``; whatever it raises, a one-line TargetError."""
+def loading(guard: Guard, what: str, function: Callable[..., Loaded], *arguments: object, limit: bool = True, doing: str = "") -> Loaded:
+    """``function(*arguments)``, the target's code ``doing`` (default ``what``), under ``guard``; whatever it raises, a one-line TargetError starting ``what``."""
     try:
-        return guard.run(what, "", function, *arguments, limit=limit)
+        return guard.run(doing or what, "", function, *arguments, limit=limit)
     except (KeyboardInterrupt, TargetError):
         raise  # the guard lets only the user's Ctrl-C through; a TargetError is one already
     except TargetCrash as crash:
@@ -45,7 +45,7 @@ def load_factory(target: str, timeout: float | None = None) -> CacheFactory:
         sys.path.insert(0, str(Path.cwd()))  # so a module beside the user's working directory is found
     guard = Guard(target, timeout)
     # No time limit on the import: a real engine's import (torch, CUDA) may take longer than any call.
-    module = loading(guard, f"cannot import {module_name!r}: it", importlib.import_module, module_name, limit=False)
+    module = loading(guard, f"cannot import {module_name!r}: it", importlib.import_module, module_name, limit=False, doing=f"the import of {module_name!r}")
     factory = loading(guard, f"reading {attribute!r} of module {module_name!r}", _attribute, module, module_name, attribute)
     if not callable(factory):
         raise TargetError(f"{target} is a {type(factory).__name__}, not a callable factory(block_size)")
