@@ -1,14 +1,16 @@
-"""The ``prefixspec`` command line: every command, assembled; exit statuses and one-line errors.
+"""The ``prefixspec`` command line: every command, assembled; exit statuses (``prefixspec.exit_status``) and one-line errors.
 
-Exit status: 0 when everything holds, 1 when the cache disagrees with the spec
-(a minimised counterexample trace is written) or fails as a program mid-run
-(an engine driven with ``--exec`` broke the line protocol; a Python target
-hung past ``--timeout``, called ``sys.exit`` or raised ``KeyboardInterrupt``
-itself), 2 for bad usage (an unknown option, an output path that cannot be
-written, a target that cannot be loaded, a trace or catalogue that cannot be
-read, an engine that does not start or fails the handshake), 130 when the user
-pressed Ctrl-C (143 for SIGTERM): the run stops, its engines are stopped, nothing is reported.  Every option is checked before any work starts, and no
-outcome is a Python traceback.
+``ExitStatus`` names them: PASSED when everything holds, FAILED when the cache
+disagrees with the spec or fails as a program mid-run (an engine broke the
+line protocol; a Python target hung past ``--timeout``, exited, raised its own
+``KeyboardInterrupt`` or ended its process), USAGE for bad usage (an unknown
+option, an output path that cannot be written, a target that cannot be
+loaded, a trace or catalogue that cannot be read, an engine that does not
+start or fails the handshake), INTERRUPTED / TERMINATED for the user's Ctrl-C
+or a SIGTERM: the run stops, its engines are stopped, the stages that finished
+are printed.  Commands that run a target (``supervised=True``) run in a
+supervised child (``supervised_run``).  Every option is checked before any
+work starts, and no outcome is a Python traceback.
 """
 
 from __future__ import annotations
