@@ -16,6 +16,17 @@ those before it:
 - ``commands``: the command line.
 """
 
+import os as _os
+import sys as _sys
+
+try:  # Hypothesis reads the working directory as it is imported: a deleted one would be a traceback
+    _os.getcwd()
+except FileNotFoundError:
+    if _sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0]) == "prefixspec":  # the command line: one line, usage
+        print("prefixspec: the working directory no longer exists (it was deleted): cd to a folder that does", file=_sys.stderr)
+        raise SystemExit(2) from None
+    raise
+
 from prefixspec.running.pytest_suite import conformance_suite
 from prefixspec.running.stages import RunPlan, run_check
 

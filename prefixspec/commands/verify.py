@@ -54,6 +54,8 @@ def shrunk_trace(file: str, recording: Recording, kept: Sequence[int]) -> Trace:
 
 
 def command_verify(arguments: argparse.Namespace) -> int:
+    if not arguments.file.strip() or Path(arguments.file).is_dir():
+        raise UsageError(f"verify needs a trace file; {arguments.file!r} is {'empty' if not arguments.file.strip() else 'a folder'}")
     out = Path(arguments.out) if arguments.out else Path(arguments.file).with_suffix(".shrunk.trace")
     if arguments.shrink:
         output_file(str(out), "--out")  # checked before the replay and the cut, which may take minutes

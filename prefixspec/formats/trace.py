@@ -21,11 +21,16 @@ and reading costs time in proportion to the file's size.
 
 from __future__ import annotations
 
+import os
+import select
+import stat
+
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prefixspec.errors import UsageError
 from spec.api import RULE_PRESETS, CacheFactory, NodeId, PrefixCache, Rules, TargetFailure, parse_rules
 from prefixspec.vocabulary import (
     Call,
@@ -172,9 +177,46 @@ def decode_trace(data: bytes) -> str:
         raise TraceFormatError(line, f"not UTF-8 text (byte {data[error.start]:#04x} at offset {error.start})") from None
 
 
+LARGEST_TRACE = 128 << 20
+"""Bytes a trace file may hold (128 MiB; a 100,000-call trace of the scale stage is some 10 MiB)."""
+
+PIPE_WAIT = 10.0
+"""Seconds a trace that is a pipe (a FIFO, ``<(command)``) may keep the checker waiting for its first bytes."""
+
+
+def read_trace_bytes(path: str | Path) -> bytes:
+    """The bytes of the trace file ``path``, at most LARGEST_TRACE of them; UsageError for a file too large, or a pipe nobody writes.
+
+    The file is opened without blocking, so a FIFO with no writer is not a
+    wait for ever; it is read in pieces, so an endless file ends at the limit
+    with a clear message instead of running out of memory.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb", buffering=0) as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            readable, _, _ = select.select([fd], [], [], PIPE_WAIT)
+            if not readable:
+                raise UsageError(f"{path}: nothing was written to it within {PIPE_WAIT:g} s (a pipe or FIFO with no writer?)")
+        os.set_blocking(fd, True)
+        pieces: list[bytes] = []
+        size = 0
+        try:
+            while True:
+                piece = file.read(1 << 20)
+                if not piece:
+                    break
+                size += len(piece)
+                if size > LARGEST_TRACE:
+                    raise UsageError(f"{path}: more than {LARGEST_TRACE >> 20} MiB, larger than any trace the checker reads")
+                pieces.append(piece)
+            return b"".join(pieces)
+        except MemoryError:
+            raise UsageError(f"{path}: the checker ran out of memory reading it ({size >> 20} MiB read)") from None
+
+
 def read_trace(path: str | Path) -> Trace:
     """The trace in the file ``path``; TraceFormatError (with the file named) when it is not one."""
-    data = Path(path).read_bytes()
+    data = read_trace_bytes(path)
     try:
         return parse_trace(decode_trace(data))
     except TraceFormatError as error:
