@@ -128,7 +128,7 @@ def run_on_target(arguments: argparse.Namespace, run: TargetRun) -> int:
         target = DEFAULT_TARGET if arguments.target is None else arguments.target
         factory = load_target(target, arguments.timeout)
         mark_stage("the run")  # loaded: from here on a target that ends its process fails the run (exit 1), not its loading
-        return run(factory, target, f"--target {target}", arguments)
+        return run(factory, target, f"--target {shlex.quote(target)}", arguments)
     mark_stage("the run")
     with engine:
         named = exec_name(arguments)

@@ -16,6 +16,8 @@ debugging to the fewest that still disagree and written as a trace that
 
 from __future__ import annotations
 
+import itertools
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -256,15 +258,32 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
         stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
         return
     plan.out_dir.mkdir(parents=True, exist_ok=True)
-    path = plan.out_dir / f"{stage.name.replace(' ', '_')}.trace"
-    reproduce = f"prefixspec replay {path} {plan.replay_target}"
-    path.write_text(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text(), encoding="utf-8")
+    path, written = claimed_file(plan.out_dir, stage.name.replace(" ", "_"))
+    reproduce = f"prefixspec replay {shlex.quote(str(path))} {plan.replay_target}"
+    with written:
+        written.write(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text())
     stage.counterexample = str(path)
     stage.counterexample_calls = len(kept)
     first_seen = stage.failure.splitlines()[0] if stage.failure else ""
     stage.rule = disagreement.rule
     stage.failure = f"{disagreement.describe()}\n(minimised to {len(kept)} of {len(calls)} calls; the run first saw it as: {first_seen})"
     stage.seconds_to_report = time.perf_counter() - started
+
+
+def claimed_file(folder: Path, stem: str) -> tuple[Path, TextIO]:
+    """A new file ``stem.trace`` in ``folder`` (``stem-2.trace``, ... when taken), created for this run alone.
+
+    Two checks writing into one folder never share a counterexample: each
+    claims its file exclusively (``O_EXCL``), so one run's replay command never
+    replays the other's trace.
+    """
+    for number in itertools.count(1):
+        path = folder / (f"{stem}.trace" if number == 1 else f"{stem}-{number}.trace")
+        try:
+            return path, path.open("x", encoding="utf-8")
+        except FileExistsError:
+            continue
+    raise AssertionError("unreachable")
 
 
 def aborted_stage(stage: StageResult, started: float, failure: TargetFailure) -> StageResult:

@@ -138,6 +138,53 @@ def _wait_description(status: int) -> str:
     return f"exited with status {code} without a report"
 
 
+def _set_subreaper(on: bool) -> bool:
+    """Make this process the subreaper of its descendants (Linux ``PR_SET_CHILD_SUBREAPER``); False where it cannot."""
+    try:
+        import ctypes
+
+        return int(ctypes.CDLL(None, use_errno=True).prctl(36, int(on), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children_of(pid: int) -> set[int]:
+    children: set[int] = set()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return children
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 1 and int(fields[1]) == pid:
+            children.add(int(entry))
+    return children
+
+
+def _end_orphans(already: set[int]) -> None:
+    """Kill the processes the run left behind (an engine's helper that made its own group or session), as they come back here."""
+    for _ in range(50):
+        orphans = _children_of(os.getpid()) - already
+        if not orphans:
+            return
+        for orphan in orphans:
+            try:
+                os.kill(orphan, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for orphan in orphans:
+            try:
+                os.waitpid(orphan, 0)
+            except ChildProcessError:
+                pass
+
+
 def _kill_group(pid: int, signum: int) -> None:
     try:
         os.killpg(pid, signum)
@@ -179,6 +226,8 @@ def supervise(work: Callable[[], int], timeout: float | None) -> Ended:
     exception's ``prefixspec_ended``.
     """
     beacon = Beacon()
+    already = _children_of(os.getpid())
+    reaping = _set_subreaper(True)  # what the run leaves behind, in any process group or session, comes back to this process
     message_read, message_write = os.pipe()
     output_read, output_write = os.pipe()
     sys.stdout.flush()
@@ -198,6 +247,9 @@ def supervise(work: Callable[[], int], timeout: float | None) -> Ended:
         stop.prefixspec_ended = ended  # type: ignore[attr-defined]  # what finished, for the caller's report
         raise
     finally:
+        if reaping:
+            _end_orphans(already)
+            _set_subreaper(False)
         for fd in (message_read, output_read):
             try:
                 os.close(fd)
