@@ -92,7 +92,7 @@ def test_t5_separators_inside_a_comment_are_part_of_it(tmp_path: Path, capsys: p
     assert run(["replay", str(trace)], capsys)[0] == 0
 
 
-@pytest.mark.parametrize("recorded", ["[²]", "[" + "9" * 5000 + "]", "²", "9" * 5000])
+@pytest.mark.parametrize("recorded", ["[²]", "[" + "9" * 5000 + "]", "²", "9" * 5000, "1.0", "1e0", "1.0000000000000001", "١", "+1", "01"])
 def test_t4_verify_of_an_odd_recorded_number_is_a_divergence(recorded: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "recorded.trace"
     call = "evict 1" if recorded.startswith("[") else "cached_blocks"
@@ -100,6 +100,15 @@ def test_t4_verify_of_an_odd_recorded_number_is_a_divergence(recorded: str, tmp_
     for command in (["verify", str(trace)], ["verify", str(trace), "--shrink", "--out", str(tmp_path / "cut.trace")]):
         status, out, _ = run(command, capsys)
         assert status == 1 and "diverge" in out
+
+
+@pytest.mark.parametrize("recorded", ["0.4", "0.40", "4e-1", ".4", "0.40000000000000002"])
+def test_t4_verify_of_a_hit_rate_in_another_languages_float_printing_agrees(recorded: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The negative control of the typed comparison: a float's own tolerance still holds where the spec's result is a float."""
+    trace = tmp_path / "recorded.trace"
+    trace.write_text(f"prefixspec-trace 1\nblock_size 2\nn1 = insert [1 2 3] [5] -> new []\nn2 = match [1 2 3]\nn3 = match [9 9]\nhit_rate -> {recorded}\n", encoding="utf-8")
+    status, out, _ = run(["verify", str(trace)], capsys)
+    assert status == ExitStatus.PASSED, out
 
 
 def test_t8_verify_shows_no_result_for_a_call_without_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
