@@ -30,6 +30,12 @@ GOLDEN = str(GOLDEN_TRACE)
 HOSTILE_MODULE = "stateful_tests.hostile_targets"
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children that ended (the supervised child that ran the check, its engines)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     """``prefixspec ARGV`` in this process: its exit status (argparse's SystemExit too), stdout and stderr."""
     try:
@@ -57,7 +63,7 @@ def alive(pid: int) -> bool:
 
 
 def gone_soon(pid: int) -> bool:
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # a guard against waiting for ever, not a budget: a stopped process is gone at once
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     return not alive(pid)
@@ -149,10 +155,8 @@ def test_a_misbehaving_python_target_gets_its_documented_outcome(
 ) -> None:
     hostile = HOSTILE[name]
     target = f"{HOSTILE_MODULE}:{name}"
-    started = time.monotonic()
     status, out, err = run(["check", target, "--quiet", "--timeout", "1", "--steps", "30", "--out", str(tmp_path)], capsys)
-    assert status == hostile.status
-    assert time.monotonic() - started < 30  # a hang is stopped at --timeout, the check never runs on
+    assert status == hostile.status  # a hang is stopped at --timeout, the check never runs on (it would pass: status 0)
     assert hostile.words in out + err
     if status == 2:
         one_line_error(err)
@@ -257,7 +261,8 @@ def test_e1_every_process_an_engine_started_is_stopped(
     engine: str, status: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert run(["replay", GOLDEN, "--exec", engine.format(folder=shlex.quote(str(tmp_path))), "--timeout", "1"], capsys)[0] == status
+    # --timeout 10: a loaded machine starts the engine and answers its lines well within it; only the forked child's hang waits it out.
+    assert run(["replay", GOLDEN, "--exec", engine.format(folder=shlex.quote(str(tmp_path))), "--timeout", "10"], capsys)[0] == status
     assert gone_soon(int((tmp_path / "child.pid").read_text()))
 
 
@@ -295,11 +300,11 @@ def test_c1_an_out_that_is_a_file_is_refused_before_any_work(tmp_path: Path, cap
     existing = tmp_path / "report.txt"
     existing.write_text("keep me\n")
     for argv in (["check", "stateful_tests.broken_caches:lock_pins_nothing"], ["identify"], ["hunt"]):
-        started = time.monotonic()
+        started = cpu_seconds()
         status, out, err = run([*argv, "--out", str(existing)], capsys)
         assert status == 2 and out == ""
         one_line_error(err, str(existing), "is a file")
-        assert time.monotonic() - started < 5
+        assert cpu_seconds() - started < 5  # CPU of this process: refused before any stage ran
     assert existing.read_text() == "keep me\n"
 
 
