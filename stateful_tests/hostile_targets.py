@@ -157,6 +157,13 @@ class MemoryErrorInInsert(RadixCache):
         raise MemoryError("out of KV blocks")
 
 
+class _AttributesRaise(RadixCache):
+    """Every attribute that is not the interface's raises (``prefixspec_features``, ``take_events``): a cache with a hostile ``__getattr__``."""
+
+    def __getattr__(self, name: str) -> object:
+        raise RuntimeError(f"no {name} here")
+
+
 def _factory(cache: type[RadixCache]) -> Callable[[int], RadixCache]:
     def factory(block_size: int) -> RadixCache:
         return cache(block_size)
@@ -230,6 +237,7 @@ HOSTILE: dict[str, Hostile] = {
     "memory_error_in_insert": Hostile(_factory(MemoryErrorInInsert), 1, "crash MemoryError"),
     "fails_after_two_caches": Hostile(fails_after_two_caches, 1, "when asked for a cache"),
     "returns_none": Hostile(returns_none, 2, "lacks"),
+    "attributes_raise": Hostile(_factory(_AttributesRaise), 2, "RuntimeError: no prefixspec_features here"),
 }
 """Every misbehaving target by factory name, with its documented outcome."""
 
@@ -341,3 +349,7 @@ class _EndsWhileShrinking(RadixCache):
 
 def ends_while_shrinking(block_size: int) -> RadixCache:
     return _EndsWhileShrinking(block_size)
+
+
+def attributes_raise(block_size: int) -> RadixCache:
+    return _AttributesRaise(block_size)

@@ -129,6 +129,7 @@ def test_t8_verify_shows_no_result_for_a_call_without_one(tmp_path: Path, capsys
 
 TARGET_CASES = [
     ("P1 call", "interrupts_in_stats"),
+    ("P10 __getattr__ raises", "attributes_raise"),
     ("P1 factory", "interrupts_in_factory"),
     ("P1 root", "root_interrupts"),
     ("P2 call", "exits_in_stats"),

@@ -178,8 +178,20 @@ class GuardedCache(CallThrough):
         self.guard = guard
         self._block_size = block_size
         self.calls_made = 0
-        self.prefixspec_features = features_of(cache)
+        self.prefixspec_features = self._features()
         """What the target's cache offers beyond the interface: this wrapper has every call (``features_of``)."""
+
+    def _features(self) -> frozenset[str]:
+        """``features_of`` the target's cache, under guard: reading its attributes runs its code (a ``__getattr__`` that raises)."""
+        where = f"while making a cache of block size {self._block_size}"
+        try:
+            return self.guard.run("reading its features (prefixspec_features, take_events, namespace arguments)", where, features_of, self.cache)
+        except (TargetFailure, KeyboardInterrupt):
+            raise
+        except BaseException as error:  # no call has the features as outcome: a cache whose attributes cannot be read stops the check
+            raise self.guard.failure(
+                f"raised {type(error).__name__}: {one_line(error)} when its features were read{raised_at(error)}", where
+            ) from None
 
     def _where(self) -> str:
         return f"at call {self.calls_made} to a cache of block size {self._block_size}"

@@ -17,7 +17,7 @@ from typing import TypeVar
 from spec.api import CacheFactory
 from prefixspec.errors import TargetError
 from prefixspec.targets.guarded import Guard, GuardedFactory, TargetCrash, one_line, raised_at
-from prefixspec.vocabulary import INTERFACE
+from prefixspec.vocabulary import INTERFACE, features_of
 
 DEFAULT_TARGET = "impl:RadixCache"
 
@@ -66,6 +66,7 @@ def check_factory(target: str, factory: Callable[[int], object], guard: Guard | 
     guard = guard if guard is not None else Guard(target, None)
     sample = loading(guard, f"{target}(2)", factory, 2)
     missing = loading(guard, f"reading the calls of {target}(2)", _missing_calls, sample)
+    loading(guard, f"reading the features of {target}(2)", features_of, sample)  # its attributes may run its code: a usage error here
     if missing:
         raise TargetError(
             f"{target}(2) returned a {type(sample).__name__}, which lacks {', '.join(missing)} of the PrefixCache interface"
