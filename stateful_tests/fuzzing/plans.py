@@ -22,6 +22,7 @@ that must never reach its stdout (a target's prints).  The families:
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import signal
@@ -176,21 +177,22 @@ PROCESS_ENDS = {
 HOSTILE_MUTANTS = {
     "x_exit0": ("__import__('os')._exit(0)", "exited with status 0"),
     "x_kill": ("__import__('os').kill(__import__('os').getpid(), 9)", "killed by signal SIGKILL"),
-    "x_exit6": ("__import__('sys').exit(6)", "called sys.exit(6)"),
-    "x_interrupt": ("raise KeyboardInterrupt", "raised KeyboardInterrupt though nobody pressed Ctrl-C"),
-    "x_loop": ("while True: pass", "did not return within"),
+    "x_exit6": ("__import__('sys').exit(6)", "1 of 1 mutants killed"),
+    "x_interrupt": ("raise KeyboardInterrupt", "1 of 1 mutants killed"),
+    "x_loop": ("while True: pass", "1 of 1 mutants killed"),
 }
-"""Mutants of ``impl`` whose ``match_prefix`` begins with the statement: each killed, never an exit of the hunt."""
+"""Mutants of ``impl`` whose ``match_prefix`` begins with the statement: each killed, never an exit of the hunt
+(the guard's reports kill the last three in the seed tests, which the table names)."""
 
 _MATCH = "    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:\n"
 
 
 def _catalogue(mutants: dict[str, str], file: str = "cache.py") -> bytes:
     entries = "".join(
-        f'[[mutant]]\nid = "{name}"\nbug = "{name}"\nfile = "{file}"\nfind = {_MATCH!r}\nreplace = {(_MATCH + "        " + statement + chr(10))!r}\n\n'
+        f'[[mutant]]\nid = "{name}"\nbug = "{name}"\nfile = "{file}"\nfind = {json.dumps(_MATCH)}\nreplace = {json.dumps(_MATCH + "        " + statement + chr(10))}\n\n'
         for name, statement in mutants.items()
     )
-    return f'package = "impl"\nfactory = "RadixCache"\n\n{entries}'.replace("'", '"').encode()
+    return f'package = "impl"\nfactory = "RadixCache"\n\n{entries}'.encode()  # JSON strings are TOML basic strings
 
 
 def process_end_plans(scratch: Path) -> list[Plan]:
@@ -227,9 +229,9 @@ def process_end_plans(scratch: Path) -> list[Plan]:
 
 # Engines ------------------------------------------------------------------------------------------
 
-ENGINE_TIMEOUT = "1"
-"""``--timeout`` of an engine case: short, so a hang costs little, yet above a loaded machine's start of serve.py
-(a fifth of a second idle; at 0.5 s a busy machine made good engines fail their handshake now and then)."""
+ENGINE_TIMEOUT = "5"
+"""``--timeout`` of an engine case: a hang costs it, yet a loaded machine (load 5 on 2 cores) starts serve.py well
+within it (at 1 s such a machine made good engines fail their handshake: a promise load could break)."""
 
 NOT_ENGINES = (
     "sleep 1014 & exit 0",
