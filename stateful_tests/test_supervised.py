@@ -13,6 +13,7 @@ test here times it), with the finished stages printed.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -177,3 +178,33 @@ def test_a_stop_in_any_stage_ends_the_run_within_two_seconds_and_prints_what_fin
     assert out.rstrip().splitlines()[-1].startswith(f"result: STOPPED") and f"after {finished} finished stage" in out
     assert out.count(" ok ") == finished
     assert not Path(f"/proc/{waiting}").exists()  # the child that ran the target: stopped and reaped
+
+
+@pytest.mark.parametrize("make_own", ["setsid", "setpgid"])
+@pytest.mark.parametrize("reaping", [True, False], ids=["supervised", "negative control: no subreaper"])
+def test_an_engines_helper_in_a_group_or_session_of_its_own_is_ended(
+    make_own: str, reaping: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prefixspec.targets import supervised
+
+    if not reaping:
+        monkeypatch.setattr(supervised, "_set_subreaper", lambda on: False)
+    own = "setsid sleep 1031" if make_own == "setsid" else f"{shlex.quote(sys.executable)} -c 'import os,time; os.setpgid(0,0); time.sleep(1032)'"
+    serve = f"cd {shlex.quote(str(ROOT))} && exec {shlex.quote(sys.executable)} -m stateful_tests.engines.serve"
+    engine = f"{own} & echo $! > {shlex.quote(str(tmp_path / 'helper.pid'))}; {serve}"
+    status, _, _ = run(["replay", str(GOLDEN_TRACE), "--exec", engine, "--timeout", "30"], capsys)
+    assert status == ExitStatus.PASSED
+    helper = int((tmp_path / "helper.pid").read_text())
+    try:
+        assert alive(helper) is not reaping
+    finally:
+        if alive(helper):
+            os.kill(helper, signal.SIGKILL)
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
