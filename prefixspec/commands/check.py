@@ -10,6 +10,7 @@ from pathlib import Path
 
 from spec.api import CacheFactory
 from prefixspec.commands.options import (
+    absolute_path,
     MOST_ENGINE_STEPS,
     add_exec_options,
     add_rules_option,
@@ -46,6 +47,8 @@ def command_check(arguments: argparse.Namespace) -> int:
     output_folder(arguments.out)
     if arguments.json is not None:
         output_file(arguments.json, "--json")
+        arguments.json = absolute_path(arguments.json)
+    arguments.out = absolute_path(arguments.out)
     return run_on_target(arguments, run_and_report)
 
 

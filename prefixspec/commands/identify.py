@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from spec.api import CacheFactory
-from prefixspec.commands.options import add_exec_options, output_folder, run_on_target
+from prefixspec.commands.options import absolute_path, add_exec_options, output_folder, run_on_target
 from prefixspec.exit_status import ExitStatus
 from prefixspec.running.identify import IDENTIFY_EXAMPLES, IDENTIFY_STEPS, identify
 from prefixspec.running.stages import RunPlan
@@ -26,6 +26,7 @@ def add_identify_command(commands: argparse._SubParsersAction[argparse.ArgumentP
 
 def command_identify(arguments: argparse.Namespace) -> int:
     output_folder(arguments.out)
+    arguments.out = absolute_path(arguments.out)
     return run_on_target(arguments, identify_and_report)
 
 

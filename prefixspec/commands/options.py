@@ -55,6 +55,8 @@ def output_folder(path: str, option: str = "--out") -> Path:
     """The folder ``option`` names, checked before any work: UsageError when it is a file or cannot be made there.
 
     The folder is not made yet: a run that writes nothing leaves none behind.
+    Callers keep it as an absolute path (``absolute_path``): a target that
+    changes its working directory does not move it.
     """
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
@@ -67,6 +69,11 @@ def output_folder(path: str, option: str = "--out") -> Path:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"{option} {path}: {existing} is not writable")
     return folder
+
+
+def absolute_path(path: str) -> str:
+    """``path`` from the working directory of now, for good: a target's ``chdir`` later does not move it."""
+    return str(Path(path).absolute())
 
 
 def output_file(path: str, option: str) -> Path:

@@ -44,6 +44,21 @@ def finished_report(arguments: argparse.Namespace, ended: Ended | None) -> Check
     return report
 
 
+LONGEST_REPORT_LINE = 20_000
+"""Characters a line of the report may hold; a longer one (a result of megabytes) is cut, with a note."""
+
+
+def cut_long_lines(report: str) -> str:
+    """``report`` with every line past LONGEST_REPORT_LINE cut, saying how much was left out."""
+    if len(report) <= LONGEST_REPORT_LINE:
+        return report
+    lines = report.split("\n")
+    return "\n".join(
+        line if len(line) <= LONGEST_REPORT_LINE else f"{line[:LONGEST_REPORT_LINE]}... ({len(line) - LONGEST_REPORT_LINE:,} more characters cut from the report)"
+        for line in lines
+    )
+
+
 def _stage_words(stage: str) -> str:
     from prefixspec.running.stages import STAGES
 
@@ -64,7 +79,7 @@ def run_supervised(arguments: argparse.Namespace, command: Callable[[argparse.Na
         print(f"prefixspec: {how}; the stages that finished are printed above, the one running was dropped", file=sys.stderr)
         return stopped_by(signum)
     if ended.status is not None:
-        sys.stdout.write("".join(ended.report))
+        sys.stdout.write(cut_long_lines("".join(ended.report)))
         sys.stdout.flush()
         return ended.status
     name = target_name(arguments)
