@@ -191,6 +191,18 @@ def interruptible(argv: list[str], cwd: Path) -> subprocess.Popen[str]:
     )
 
 
+def wait_until_running(pid: int) -> None:
+    """Until the command has started its supervised child (its imports and options done): counted, not timed."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    for _ in range(1200):
+        try:
+            if children.read_text().split():
+                return
+        except OSError:
+            return
+        time.sleep(0.1)
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -202,7 +214,8 @@ def interruptible(argv: list[str], cwd: Path) -> subprocess.Popen[str]:
 )
 def test_p1_a_real_ctrl_c_stops_cleanly_with_130(argv: list[str], tmp_path: Path) -> None:
     command = interruptible([*argv, "--out", str(tmp_path / "out")], tmp_path)
-    time.sleep(3)  # well inside the run: the golden trace, or the target's hang
+    wait_until_running(command.pid)
+    time.sleep(1)  # inside the run: the golden trace, or the target's hang
     os.killpg(command.pid, signal.SIGINT)  # the terminal signals the whole foreground group
     out, err = command.communicate(timeout=30)
     assert command.returncode == ExitStatus.INTERRUPTED, out + err
@@ -216,7 +229,8 @@ def test_p1_a_real_ctrl_c_stops_cleanly_with_130(argv: list[str], tmp_path: Path
 
 def test_a_sigterm_stops_cleanly_with_143_and_ends_the_engines(tmp_path: Path) -> None:
     command = interruptible(["check", "--quiet", "--out", str(tmp_path / "out"), "--exec", f"sleep 1019 & echo $! > helper.pid; {SERVE}"], tmp_path)
-    time.sleep(3)
+    wait_until_running(command.pid)
+    time.sleep(1)
     os.kill(command.pid, signal.SIGTERM)  # as a CI job's timeout does, to the checker alone
     out, err = command.communicate(timeout=30)
     assert command.returncode == ExitStatus.TERMINATED, out + err
