@@ -27,7 +27,17 @@ is first read, so ``import prefixspec.vocabulary`` costs the vocabulary alone.
 from __future__ import annotations
 
 import importlib
+import os as _os
+import sys as _sys
 from typing import TYPE_CHECKING
+
+try:  # Hypothesis reads the working directory as it is imported: a deleted one would be a traceback
+    _os.getcwd()
+except FileNotFoundError:
+    if _sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0]) == "prefixspec":  # the command line: one line, usage
+        print("prefixspec: the working directory no longer exists (it was deleted): cd to a folder that does", file=_sys.stderr)
+        raise SystemExit(2) from None
+    raise
 
 if TYPE_CHECKING:
     from prefixspec.running.pytest_suite import conformance_suite

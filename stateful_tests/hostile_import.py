@@ -3,7 +3,7 @@
     HOSTILE_IMPORT=exit prefixspec check stateful_tests.hostile_import:make_cache
 
 ``exit`` calls ``sys.exit(5)``, ``interrupt`` raises ``KeyboardInterrupt``,
-``base`` raises a ``BaseException`` of its own, ``print`` prints to stdout
+``base`` raises a ``BaseException`` of its own, ``os_exit0`` calls ``os._exit(0)``, ``kill`` sends itself SIGKILL, ``print`` prints to stdout
 (and then imports fine); unset, the module is a plain ``impl.RadixCache``
 factory.
 """
@@ -21,6 +21,8 @@ PRINTED_AT_IMPORT = "stateful_tests.hostile_import: printed while it was importe
 
 OUTCOMES: dict[str, tuple[int, str]] = {
     "exit": (2, "called sys.exit(5)"),
+    "os_exit0": (2, "exited with status 0"),
+    "kill": (2, "killed by signal SIGKILL"),
     "interrupt": (2, "raised KeyboardInterrupt though nobody pressed Ctrl-C"),
     "base": (2, "raised ImportTimeBaseException"),
     "print": (0, "every result and snapshot agrees"),
@@ -34,6 +36,10 @@ class ImportTimeBaseException(BaseException):
 
 if BEHAVIOUR == "exit":
     sys.exit(5)
+if BEHAVIOUR == "os_exit0":
+    os._exit(0)
+if BEHAVIOUR == "kill":
+    os.kill(os.getpid(), 9)
 if BEHAVIOUR == "interrupt":
     raise KeyboardInterrupt
 if BEHAVIOUR == "base":

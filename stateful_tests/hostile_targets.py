@@ -157,6 +157,13 @@ class MemoryErrorInInsert(RadixCache):
         raise MemoryError("out of KV blocks")
 
 
+class _AttributesRaise(RadixCache):
+    """Every attribute that is not the interface's raises (``prefixspec_features``, ``take_events``): a cache with a hostile ``__getattr__``."""
+
+    def __getattr__(self, name: str) -> object:
+        raise RuntimeError(f"no {name} here")
+
+
 def _factory(cache: type[RadixCache]) -> Callable[[int], RadixCache]:
     def factory(block_size: int) -> RadixCache:
         return cache(block_size)
@@ -230,6 +237,7 @@ HOSTILE: dict[str, Hostile] = {
     "memory_error_in_insert": Hostile(_factory(MemoryErrorInInsert), 1, "crash MemoryError"),
     "fails_after_two_caches": Hostile(fails_after_two_caches, 1, "when asked for a cache"),
     "returns_none": Hostile(returns_none, 2, "lacks"),
+    "attributes_raise": Hostile(_factory(_AttributesRaise), 2, "RuntimeError: no prefixspec_features here"),
 }
 """Every misbehaving target by factory name, with its documented outcome."""
 
@@ -239,3 +247,109 @@ def __getattr__(name: str) -> Callable[[int], object]:
     if name in HOSTILE:
         return HOSTILE[name].factory
     raise AttributeError(name)
+
+
+# Ends of the process itself: what only a supervised run survives ---------------------------------------
+
+ENDS = ("exit0", "exit3", "kill", "abort", "c_exit", "close_stdout", "mask_alarm", "retry_alarm", "thread_prints", "chdir", "wait")
+"""What ``ends_its_process`` does when its moment comes (``HOSTILE_END``): ``os._exit(0)``, ``os._exit(3)``, SIGKILL
+to itself, ``os.abort()``, the C library's ``exit(0)``, closing fd 1 (then answering on), blocking SIGALRM and
+sleeping, sleeping in a loop that swallows every exception, a thread that prints 1,000 lines, a ``chdir``, writing
+the file ``HOSTILE_MARK`` names and sleeping (for a test to stop the run there)."""
+
+
+def _end_process(how: str) -> None:
+    import ctypes
+    import os
+    import signal
+    import threading
+
+    if how == "exit0":
+        os._exit(0)
+    if how == "exit3":
+        os._exit(3)
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how == "abort":
+        os.abort()
+    if how == "c_exit":
+        ctypes.CDLL(None).exit(0)
+    if how == "close_stdout":
+        os.close(1)
+    if how == "mask_alarm":
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        time.sleep(3600)
+    if how == "retry_alarm":
+        while True:
+            try:
+                time.sleep(3600)
+            except BaseException:  # noqa: B036 - a target that swallows the checker's alarm on purpose
+                pass
+    if how == "thread_prints":
+        def chatter() -> None:
+            for number in range(1000):
+                print(f"a line the target's thread printed, number {number}")
+
+        threading.Thread(target=chatter, daemon=True).start()
+    if how == "chdir":
+        os.chdir("/")
+    if how == "wait":
+        with open(os.environ["HOSTILE_MARK"], "w", encoding="utf-8") as mark:
+            mark.write(str(os.getpid()))
+        time.sleep(3600)
+
+
+class _EndsItsProcess(RadixCache):
+    """impl.RadixCache that does ``HOSTILE_END`` at its first ``match_prefix`` once the run is in ``HOSTILE_STAGE``."""
+
+    done = False
+
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
+        if not _EndsItsProcess.done and _in_stage():
+            _EndsItsProcess.done = True
+            _end_process(_setting("HOSTILE_END"))
+        return super().match_prefix(tokens, namespace)
+
+
+def _setting(name: str) -> str:
+    import os
+
+    return os.environ.get(name, "")
+
+
+def _in_stage() -> bool:
+    from prefixspec.targets.beacon import current
+
+    wanted = _setting("HOSTILE_STAGE") or "golden trace"
+    beacon = current()
+    return beacon is not None and beacon.read().stage.startswith(wanted)
+
+
+def ends_its_process(block_size: int) -> RadixCache:
+    """``HOSTILE_STAGE=factory`` ends it in the factory (when the target is loaded), else in a call of that stage."""
+    if _setting("HOSTILE_STAGE") == "factory":
+        _end_process(_setting("HOSTILE_END"))
+    return _EndsItsProcess(block_size)
+
+
+class _EndsWhileShrinking(RadixCache):
+    """Wrong at once (a hit rate off by a half), and ends its process in the first cache made after the disagreement was seen."""
+
+    caches = 0
+
+    def __init__(self, block_size: int) -> None:
+        super().__init__(block_size)
+        _EndsWhileShrinking.caches += 1
+        if _EndsWhileShrinking.caches == 4:  # the sample, the golden trace's own, its replay: the next is the shrinker's
+            _end_process(_setting("HOSTILE_END") or "exit0")
+
+    def hit_rate(self) -> float:
+        return super().hit_rate() + 0.5
+
+
+def ends_while_shrinking(block_size: int) -> RadixCache:
+    return _EndsWhileShrinking(block_size)
+
+
+def attributes_raise(block_size: int) -> RadixCache:
+    return _AttributesRaise(block_size)

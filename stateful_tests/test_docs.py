@@ -101,11 +101,12 @@ def test_a_counterexample_numbers_its_calls_as_its_header_counts_them(tmp_path: 
     assert sum(1 for call in calls if call.op != "take_events") == stage.counterexample_calls
 
 
-def test_a_passing_stage_removes_an_earlier_counterexample(tmp_path: Path) -> None:
-    stale = tmp_path / "golden_trace.trace"
-    stale.write_text("an earlier run's counterexample\n")
+def test_a_stage_leaves_an_earlier_runs_counterexample_to_its_report(tmp_path: Path) -> None:
+    """An earlier run's report names its trace, and its replay command must still replay it: a new failure writes beside it."""
+    earlier = tmp_path / "golden_trace.trace"
+    earlier.write_text("an earlier run's counterexample\n")
     assert run_stage("golden trace", impl.RadixCache, replace(RunPlan.of_profile("ci"), out_dir=tmp_path)).passed
-    assert not stale.exists()
+    assert earlier.read_text() == "an earlier run's counterexample\n"
 
 
 def test_identify_leaves_no_earlier_runs_folders(tmp_path: Path) -> None:

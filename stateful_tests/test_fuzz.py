@@ -24,6 +24,7 @@ from stateful_tests.fuzzing.plans import (
     engine_table,
     interrupt_plans,
     option_plans,
+    process_end_plans,
     run_plan,
     target_plans,
     trace_plans,
@@ -85,6 +86,7 @@ TABLES = [
     pytest.param(target_plans, marks=FUZZ_VERIFY, id="every misbehaving target"),
     pytest.param(engine_table, marks=FUZZ_REPLAY, id="every misbehaving engine"),
     pytest.param(option_plans, marks=FUZZ_ENGINES, id="every odd option set"),
+    pytest.param(process_end_plans, marks=FUZZ_ENGINES, id="every end of a target's process, every hostile mutant"),
 ]
 
 

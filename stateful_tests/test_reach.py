@@ -37,12 +37,12 @@ def test_the_extremes_stage_reaches_deep_wide_and_many_locks() -> None:
 
 
 def test_the_scale_stage_passes_within_its_budget() -> None:
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time of this process, where the stage runs: a loaded machine stretches only the wall clock
     stage = run_stage("scale", impl.RadixCache, RunPlan.of_profile("ci"))
-    seconds = time.perf_counter() - started
+    seconds = time.process_time() - started
     assert stage.passed, stage.failure
     assert stage.calls >= 20_000
-    assert seconds <= 60, f"the scale stage took {seconds:.1f} s"
+    assert seconds <= 60, f"the scale stage took {seconds:.1f} s of CPU"
     assert stage.events["4096+ blocks cached"] and stage.events["65536+ calls on one cache"]
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from spec.api import CacheFactory
 from prefixspec.commands.options import (
+    absolute_path,
     MOST_ENGINE_STEPS,
     add_exec_options,
     add_rules_option,
@@ -18,9 +19,11 @@ from prefixspec.commands.options import (
     output_folder,
     run_on_target,
 )
+from prefixspec.exit_status import ExitStatus
 from prefixspec.running.profiles import PROFILE_HELP, PROFILES, load_profile
 from prefixspec.running.stages import RunPlan, run_check
 from prefixspec.targets.loading import DEFAULT_TARGET
+from prefixspec.targets.supervised import announce_stage
 
 
 def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,7 +39,7 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     check.add_argument("--out", metavar="DIR", default="counterexamples", help="where counterexample traces go (default counterexamples/)")
     check.add_argument("--quiet", action="store_true", help="no progress lines")
     add_rules_option(check)
-    check.set_defaults(run=command_check)
+    check.set_defaults(run=command_check, supervised=True)
 
 
 def command_check(arguments: argparse.Namespace) -> int:
@@ -44,6 +47,8 @@ def command_check(arguments: argparse.Namespace) -> int:
     output_folder(arguments.out)
     if arguments.json is not None:
         output_file(arguments.json, "--json")
+        arguments.json = absolute_path(arguments.json)
+    arguments.out = absolute_path(arguments.out)
     return run_on_target(arguments, run_and_report)
 
 
@@ -56,9 +61,10 @@ def run_and_report(factory: CacheFactory, target_name: str, replay_target: str, 
         progress=None if arguments.quiet else sys.stderr,
         replay_target=replay_target + ("" if arguments.rules.name == "strict" else f" --rules {arguments.rules.name}"),
         rules=arguments.rules,
+        announce=announce_stage,
     )
     report = run_check(factory, target_name=target_name, plan=plan)
     print(report.summary())
     if arguments.json:
         Path(arguments.json).write_text(json.dumps(report.as_json(), indent=2) + "\n", encoding="utf-8")
-    return 0 if report.passed else 1
+    return ExitStatus.PASSED if report.passed else ExitStatus.FAILED

@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from prefixspec.exit_status import ExitStatus
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -365,4 +366,4 @@ def command_crosshair(arguments: argparse.Namespace) -> int:
     print(format_table(verdicts))
     failed = sum(not verdict.passed for verdict in verdicts)
     print(f"\n{len(verdicts) - failed}/{len(verdicts)} runs passed in {time.monotonic() - start:.1f} s wall")
-    return 1 if failed else 0
+    return ExitStatus.FAILED if failed else ExitStatus.PASSED

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from prefixspec.exit_status import ExitStatus
 from prefixspec.running.golden import golden_trace
 
 
@@ -18,7 +19,7 @@ def command_golden(arguments: argparse.Namespace) -> int:
     text = golden_trace().text()  # generated in full before the file is opened, so a failure leaves it whole
     if arguments.file is None:
         print(text, end="")
-        return 0
+        return ExitStatus.PASSED
     Path(arguments.file).write_text(text, encoding="utf-8")
     print(f"wrote {arguments.file}")
-    return 0
+    return ExitStatus.PASSED

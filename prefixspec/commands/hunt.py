@@ -7,7 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from prefixspec.commands.options import add_rules_option, output_folder
+from prefixspec.commands.options import add_rules_option, output_folder, positive_seconds
+from prefixspec.targets.pipe import DEFAULT_TIMEOUT
+from prefixspec.exit_status import ExitStatus
 from prefixspec.running.hunt import hunt, table
 from prefixspec.running.profiles import PROFILE_HELP, PROFILES, load_profile
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, read_catalogue
@@ -24,10 +26,11 @@ def command_hunt(arguments: argparse.Namespace) -> int:
         out_dir=Path(arguments.out),
         progress=None if arguments.quiet else sys.stderr,
         rules=arguments.rules,
+        timeout=arguments.timeout,
     )
     print(table(results))
     print(f"counterexamples in {arguments.out}/ (prefixspec replay {arguments.out}/ID.trace --target {catalogue.path}#ID); {time.perf_counter() - started:.1f} s")
-    return 0 if all(result.killed for result in results) else 1
+    return ExitStatus.PASSED if all(result.killed for result in results) else ExitStatus.FAILED
 
 
 def add_hunt_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,5 +40,8 @@ def add_hunt_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     parser.add_argument("--profile", choices=PROFILES, default=None, help=PROFILE_HELP)
     parser.add_argument("--out", default="hunt", metavar="DIR", help="where the counterexample traces go (default hunt/)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--timeout", metavar="SECONDS", type=positive_seconds, default=DEFAULT_TIMEOUT, help=f"seconds a mutant may take to answer one call (default {DEFAULT_TIMEOUT:g})"
+    )
     add_rules_option(parser)
     parser.set_defaults(run=command_hunt)

@@ -8,7 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from spec.api import CacheFactory
-from prefixspec.commands.options import add_exec_options, output_folder, run_on_target
+from prefixspec.commands.options import absolute_path, add_exec_options, output_folder, run_on_target
+from prefixspec.exit_status import ExitStatus
 from prefixspec.running.identify import IDENTIFY_EXAMPLES, IDENTIFY_STEPS, identify
 from prefixspec.running.profiles import load_profile
 from prefixspec.running.stages import RunPlan
@@ -21,11 +22,12 @@ def add_identify_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     add_exec_options(parser, "instead of a TARGET")
     parser.add_argument("--out", metavar="DIR", default="counterexamples/identify", help="where counterexamples go, a folder per preset")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
-    parser.set_defaults(run=command_identify)
+    parser.set_defaults(run=command_identify, supervised=True)
 
 
 def command_identify(arguments: argparse.Namespace) -> int:
     output_folder(arguments.out)
+    arguments.out = absolute_path(arguments.out)
     return run_on_target(arguments, identify_and_report)
 
 
@@ -42,4 +44,4 @@ def identify_and_report(factory: CacheFactory, target_name: str, replay_target: 
     print(f"conforms to: {', '.join(conforming) if conforming else 'none of the presets'}")
     if conforming:
         print(f"check it fully with: prefixspec check {replay_target.removeprefix('--target ')} --rules {conforming[0]}")
-    return 0 if conforming else 1
+    return ExitStatus.PASSED if conforming else ExitStatus.FAILED

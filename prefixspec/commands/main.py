@@ -1,14 +1,16 @@
-"""The ``prefixspec`` command line: every command, assembled; exit statuses and one-line errors.
+"""The ``prefixspec`` command line: every command, assembled; exit statuses (``prefixspec.exit_status``) and one-line errors.
 
-Exit status: 0 when everything holds, 1 when the cache disagrees with the spec
-(a minimised counterexample trace is written) or fails as a program mid-run
-(an engine driven with ``--exec`` broke the line protocol; a Python target
-hung past ``--timeout``, called ``sys.exit`` or raised ``KeyboardInterrupt``
-itself), 2 for bad usage (an unknown option, an output path that cannot be
-written, a target that cannot be loaded, a trace or catalogue that cannot be
-read, an engine that does not start or fails the handshake), 130 when the user
-pressed Ctrl-C (143 for SIGTERM): the run stops, its engines are stopped, nothing is reported.  Every option is checked before any work starts, and no
-outcome is a Python traceback.
+``ExitStatus`` names them: PASSED when everything holds, FAILED when the cache
+disagrees with the spec or fails as a program mid-run (an engine broke the
+line protocol; a Python target hung past ``--timeout``, exited, raised its own
+``KeyboardInterrupt`` or ended its process), USAGE for bad usage (an unknown
+option, an output path that cannot be written, a target that cannot be
+loaded, a trace or catalogue that cannot be read, an engine that does not
+start or fails the handshake), INTERRUPTED / TERMINATED for the user's Ctrl-C
+or a SIGTERM: the run stops, its engines are stopped, the stages that finished
+are printed.  Commands that run a target (``supervised=True``) run in a
+supervised child (``supervised_run``).  Every option is checked before any
+work starts, and no outcome is a Python traceback.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from prefixspec.commands.identify import add_identify_command
 from prefixspec.commands.replay import add_replay_command
 from prefixspec.commands.verify import add_verify_command
 from prefixspec.errors import UsageError
+from prefixspec.exit_status import ExitStatus, stopped_by
+from prefixspec.commands.supervised_run import run_supervised
+from prefixspec.targets.supervised import supervised_child
 from prefixspec.targets.interrupts import stop_signal, watching_stop_signals
 from prefixspec.targets.pipe import EngineProtocolError
 from prefixspec.vocabulary import TraceFormatError
@@ -58,7 +63,7 @@ def stopped(signum: int) -> int:
     """The one line and the exit status of a command stopped by ``signum``: 130 for Ctrl-C, 143 for SIGTERM (128 + N, as a shell says)."""
     how = "interrupted (Ctrl-C)" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
     print(f"prefixspec: {how}; nothing was reported", file=sys.stderr)
-    return 128 + signum
+    return stopped_by(signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,13 +71,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     with watching_stop_signals():
         try:
             arguments = parser.parse_args(argv)  # a bad option exits 2 here, with argparse's usage lines
-            run: Callable[[argparse.Namespace], int] = arguments.run
-            return run(arguments)
-        except (UsageError, TraceFormatError, OSError) as error:
-            print(f"prefixspec: {error}", file=sys.stderr)
-            return 2
-        except TargetFailure as failure:  # a target that failed as a program outside a check's stages
-            print(failure, file=sys.stderr)
-            return 2 if isinstance(failure, EngineProtocolError) and failure.before_handshake else 1
-        except KeyboardInterrupt:  # the user's Ctrl-C or a SIGTERM (a target's own is a TargetFailure); engines stopped on the way out
+        except KeyboardInterrupt:
             return stopped(stop_signal() or signal.SIGINT)
+        if getattr(arguments, "supervised", False) and not supervised_child():
+            return run_supervised(arguments, run_command)
+        return run_command(arguments)
+
+
+def run_command(arguments: argparse.Namespace) -> int:
+    """The command ``arguments`` name, every outcome an exit status (``ExitStatus``) and at most a paragraph."""
+    try:
+        run: Callable[[argparse.Namespace], int] = arguments.run
+        return run(arguments)
+    except (UsageError, TraceFormatError, OSError) as error:
+        print(f"prefixspec: {error}", file=sys.stderr)
+        return ExitStatus.USAGE
+    except TargetFailure as failure:  # a target that failed as a program outside a check's stages
+        print(failure, file=sys.stderr)
+        return ExitStatus.USAGE if isinstance(failure, EngineProtocolError) and failure.before_handshake else ExitStatus.FAILED
+    except KeyboardInterrupt:  # the user's Ctrl-C or a SIGTERM (a target's own is a TargetFailure); engines stopped on the way out
+        return stopped(stop_signal() or signal.SIGINT)

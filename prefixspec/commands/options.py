@@ -11,6 +11,7 @@ from pathlib import Path
 
 from spec.api import RULE_PRESETS, CacheFactory, Rules, parse_rules
 from prefixspec.errors import UsageError
+from prefixspec.targets.beacon import mark_stage
 from prefixspec.targets.loading import DEFAULT_TARGET
 from prefixspec.targets.named import load_target
 from prefixspec.targets.pipe import DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, EngineProtocolError, PipeEngine, exec_option
@@ -54,6 +55,8 @@ def output_folder(path: str, option: str = "--out") -> Path:
     """The folder ``option`` names, checked before any work: UsageError when it is a file or cannot be made there.
 
     The folder is not made yet: a run that writes nothing leaves none behind.
+    Callers keep it as an absolute path (``absolute_path``): a target that
+    changes its working directory does not move it.
     """
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
@@ -66,6 +69,11 @@ def output_folder(path: str, option: str = "--out") -> Path:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"{option} {path}: {existing} is not writable")
     return folder
+
+
+def absolute_path(path: str) -> str:
+    """``path`` from the working directory of now, for good: a target's ``chdir`` later does not move it."""
+    return str(Path(path).absolute())
 
 
 def output_file(path: str, option: str) -> Path:
@@ -132,7 +140,10 @@ def run_on_target(arguments: argparse.Namespace, run: TargetRun) -> int:
     if engine is None:
         # None is the default target; "" is no target at all, which the loading refuses.
         target = DEFAULT_TARGET if arguments.target is None else arguments.target
-        return run(load_target(target, arguments.timeout), target, f"--target {target}", arguments)
+        factory = load_target(target, arguments.timeout)
+        mark_stage("the run")  # loaded: from here on a target that ends its process fails the run (exit 1), not its loading
+        return run(factory, target, f"--target {shlex.quote(target)}", arguments)
+    mark_stage("the run")
     with engine:
         named = exec_name(arguments)
         return run(engine, named, named, arguments)

@@ -8,6 +8,8 @@ import functools
 from spec.api import CacheFactory
 from spec.model import SpecCache
 from prefixspec.commands.options import add_exec_options, add_rules_option, exec_engine, exec_name
+from prefixspec.exit_status import ExitStatus
+from prefixspec.targets.beacon import mark_stage
 from prefixspec.formats.trace import Trace, read_trace, replay
 from prefixspec.running.shrink import first_disagreement
 from prefixspec.targets.named import load_target
@@ -19,7 +21,7 @@ def add_replay_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     replay_command.add_argument("--target", default=None, help="module:factory to replay beside the spec")
     add_exec_options(replay_command, "instead of --target")
     add_rules_option(replay_command, default=None)
-    replay_command.set_defaults(run=command_replay)
+    replay_command.set_defaults(run=command_replay, supervised=True)
 
 
 def command_replay(arguments: argparse.Namespace) -> int:
@@ -30,12 +32,15 @@ def command_replay(arguments: argparse.Namespace) -> int:
         expected_divergence = replay(trace, SpecCache(trace.block_size, trace.rules), functools.partial(SpecCache, rules=trace.rules))
         if expected_divergence is not None:
             print(f"{arguments.file}: the spec does not give the recorded results\n{expected_divergence.describe()}")
-            return 1
+            return ExitStatus.FAILED
         print(f"{arguments.file}: {len(trace.steps)} calls replayed on the spec, every result as recorded")
-        return 0
+        return ExitStatus.PASSED
     engine = exec_engine(arguments, "target")
     if engine is None:
-        return replay_beside_spec(trace, arguments.file, load_target(arguments.target, arguments.timeout), arguments.target)
+        factory = load_target(arguments.target, arguments.timeout)
+        mark_stage(f"the replay of {arguments.file}")
+        return replay_beside_spec(trace, arguments.file, factory, arguments.target)
+    mark_stage(f"the replay of {arguments.file}")
     with engine:
         return replay_beside_spec(trace, arguments.file, engine, exec_name(arguments))
 
@@ -49,10 +54,10 @@ def replay_beside_spec(trace: Trace, file: str, factory: CacheFactory, target: s
             f"{file}: {target} disagrees with the spec at line {line}, call {len(disagreement.trace.steps)}: "
             f"{step.call.text()}\n  on its {disagreement.kind}\n  spec:  {disagreement.expected}\n  cache: {disagreement.got}"
         )
-        return 1
+        return ExitStatus.FAILED
     divergence = replay(trace, factory(trace.block_size), factory)
     if divergence is not None:
         print(f"{file}: {target} agrees with the spec, but not with the recorded results\n{divergence.describe()}")
-        return 1
+        return ExitStatus.FAILED
     print(f"{file}: {len(trace.steps)} calls replayed on {target} beside the spec: every result and snapshot agrees")
-    return 0
+    return ExitStatus.PASSED

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from prefixspec.exit_status import ExitStatus
 from prefixspec.commands.options import add_rules_option, output_file, positive_seconds
 from prefixspec.errors import UsageError
 from prefixspec.formats.trace import Step, Trace, read_trace
@@ -22,7 +23,7 @@ def verify_report(file: str, recording: Recording) -> tuple[int, str]:
     recorded = sum(1 for step in trace.steps if step.expected is not None)
     index = recording.first_divergence()
     if index is None:
-        return 0, f"{file}: {len(trace.steps)} calls replayed on the spec; all {recorded} recorded results are what the spec gives"
+        return ExitStatus.PASSED, f"{file}: {len(trace.steps)} calls replayed on the spec; all {recorded} recorded results are what the spec gives"
     step = trace.steps[index]
     lines = [
         f"{file}: the recorded results diverge from the spec at line {step.line} (call {index + 1} of {len(trace.steps)}):",
@@ -34,7 +35,7 @@ def verify_report(file: str, recording: Recording) -> tuple[int, str]:
     if before:
         lines.append(f"the {len(before)} calls before it, as recorded:")
         lines.extend(f"  {describe_call(earlier)}{'' if earlier.expected is None else ' -> ' + earlier.expected}" for earlier in before)
-    return 1, "\n".join(lines)
+    return ExitStatus.FAILED, "\n".join(lines)
 
 
 def shrunk_trace(file: str, recording: Recording, kept: Sequence[int]) -> Trace:
@@ -53,6 +54,8 @@ def shrunk_trace(file: str, recording: Recording, kept: Sequence[int]) -> Trace:
 
 
 def command_verify(arguments: argparse.Namespace) -> int:
+    if not arguments.file.strip() or Path(arguments.file).is_dir():
+        raise UsageError(f"verify needs a trace file; {arguments.file!r} is {'empty' if not arguments.file.strip() else 'a folder'}")
     out = Path(arguments.out) if arguments.out else Path(arguments.file).with_suffix(".shrunk.trace")
     if arguments.shrink:
         output_file(str(out), "--out")  # checked before the replay and the cut, which may take minutes
@@ -64,7 +67,7 @@ def command_verify(arguments: argparse.Namespace) -> int:
     recording = Recording.of(trace)
     status, report = verify_report(arguments.file, recording)
     print(report)
-    if status == 0 or not arguments.shrink:
+    if status == ExitStatus.PASSED or not arguments.shrink:
         return status
     kept = shrink(recording, time_budget=arguments.time_budget)
     out.write_text(shrunk_trace(arguments.file, recording, kept).text(), encoding="utf-8")

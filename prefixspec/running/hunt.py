@@ -17,10 +17,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
-from spec.api import Rules
+from spec.api import Rules, TargetFailure
 from prefixspec.running.seed_tests import SEED_TESTS
 from prefixspec.running.stages import RunPlan, run_check
-from prefixspec.targets.mutants import Catalogue, Mutant, load_mutant
+from prefixspec.errors import TargetError
+from prefixspec.exit_status import ExitStatus
+from prefixspec.targets.beacon import mark_stage
+from prefixspec.targets.guarded import Guard
+from prefixspec.targets.loading import check_factory, loading
+from prefixspec.targets.mutants import Catalogue, CatalogueError, Mutant, load_mutant, mutated_sources
+from prefixspec.targets.pipe import DEFAULT_TIMEOUT
+from prefixspec.targets.supervised import announce_stage, send, supervise
 
 
 @dataclass
@@ -47,20 +54,30 @@ class HuntResult:
         return [name for name in self.mutant.killed_by if name not in self.seed_killers]
 
 
-def hunt_mutant(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path, rules: Rules = Rules()) -> HuntResult:
+def hunt_mutant(
+    catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path, rules: Rules = Rules(), timeout: float | None = DEFAULT_TIMEOUT
+) -> HuntResult:
     """Plant ``mutant`` and run the seed tests, then every stage of ``check`` under ``rules``, against it.
 
-    The seed tests state the strict rules, so they run only under ``strict``.
+    The mutant is a target like any other: its import, its factory and every
+    call under a ``Guard`` (``timeout`` seconds a call), so an exit, its own
+    KeyboardInterrupt or a hang is a report that kills it (``TargetFailure``),
+    and one at import is a ``TargetError``.  The seed tests state the strict
+    rules, so they run only under ``strict``.
     """
     result = HuntResult(mutant)
     started = time.perf_counter()
     strict = rules == Rules()
-    factory = load_mutant(catalogue, mutant, None if strict else rules)
+    name = f"{catalogue.path}#{mutant.id}"
+    guard = Guard(name, timeout)
+    planted = loading(guard, f"cannot load {name!r}: it", load_mutant, catalogue, mutant, None if strict else rules, limit=False, doing=f"the import of {name!r}")
+    factory = check_factory(name, planted, guard)
+    mark_stage("the seed tests")
 
     for name, seed_test in SEED_TESTS.items() if strict else ():
         try:
             seed_test(factory)
-        except Exception:  # any failure of a seed test kills the mutant, whatever its type
+        except (Exception, TargetFailure):  # any failure of a seed test kills the mutant, whatever its type: an exit or a hang too
             result.seed_killers.append(name)
             if result.seconds_to_first_failure is None:
                 result.seconds_to_first_failure = time.perf_counter() - started
@@ -69,7 +86,7 @@ def hunt_mutant(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Pat
         stages_start = time.perf_counter() - started
         target = f"{catalogue.path}#{mutant.id}"
         replay_target = f"--target {target}" + ("" if strict else f" --rules {rules.name}")
-        plan = replace(RunPlan.of_profile(profile), out_dir=Path(scratch), replay_target=replay_target, rules=rules)
+        plan = replace(RunPlan.of_profile(profile), out_dir=Path(scratch), replay_target=replay_target, rules=rules, announce=announce_stage)
         report = run_check(factory, target_name=target, plan=plan)
         shortest = None
         for index, stage in enumerate(report.stages):
@@ -101,16 +118,54 @@ def hunt(
     out_dir: Path = Path("hunt"),
     progress: TextIO | None = None,
     rules: Rules = Rules(),
+    timeout: float | None = DEFAULT_TIMEOUT,
+    supervised: bool = True,
 ) -> list[HuntResult]:
-    """Every mutant of ``catalogue`` (or the one named ``only``), in catalogue order."""
+    """Every mutant of ``catalogue`` (or the one named ``only``), in catalogue order, each in a supervised child.
+
+    A mutant that ends its child's process (``os._exit``, a signal, a hang
+    past its alarm) is killed, the way it ended named as what killed it; one
+    that cannot be loaded is a ``CatalogueError``, as an edit that does not apply.
+    """
     chosen = [catalogue.mutant(only)] if only is not None else list(catalogue.mutants)
+    for mutant in chosen:
+        mutated_sources(catalogue, mutant, "_prefixspec_check")  # every edit checked before any mutant runs
     results: list[HuntResult] = []
     for mutant in chosen:
         if progress is not None:
             progress.write(f"  hunting {mutant.id}: {mutant.bug} ...\n")
             progress.flush()
-        results.append(hunt_mutant(catalogue, mutant, profile, out_dir, rules))
+        if supervised:
+            results.append(_hunt_supervised(catalogue, mutant, profile, out_dir, rules, timeout))
+        else:
+            results.append(hunt_mutant(catalogue, mutant, profile, out_dir, rules, timeout))
     return results
+
+
+def _hunt_supervised(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path, rules: Rules, timeout: float | None) -> HuntResult:
+    started = time.perf_counter()
+
+    def work() -> int:
+        try:
+            send("hunted", hunt_mutant(catalogue, mutant, profile, out_dir, rules, timeout))
+        except TargetError as error:
+            send("usage", str(error))
+            return ExitStatus.USAGE
+        return ExitStatus.PASSED
+
+    ended = supervise(work, timeout)
+    for kind, value in ended.messages:
+        if kind == "hunted" and isinstance(value, HuntResult) and ended.status is not None:
+            return value
+        if kind == "usage" and isinstance(value, str):
+            raise CatalogueError(value)
+    if not ended.reading.stage:
+        raise CatalogueError(f"{catalogue.path}: mutant {mutant.id} cannot be loaded: its process {ended.how} {ended.where()}")
+    result = HuntResult(mutant, seconds=time.perf_counter() - started)
+    killer = "its process hung" if ended.hung else f"its process {ended.how}"
+    result.machine_killers.append(f"{ended.reading.stage} ({killer} {ended.where()})")
+    result.seconds_to_first_failure = result.seconds
+    return result
 
 
 def table(results: list[HuntResult]) -> str:

@@ -78,6 +78,7 @@ REFUSAL_RULES: dict[str, str] = {
     "lock": "R6, unknown nodes",
     "unlock": "R6, unknown nodes and NotLocked",
     "evict": "R1/R8, the eviction count",
+    "take_events": "R13, the events",
 }
 """The rules that say when a call is refused."""
 

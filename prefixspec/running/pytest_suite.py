@@ -61,14 +61,14 @@ def conformance_suite(
     ``HYPOTHESIS_PROFILE`` names when a test runs, else ``ci``); ``settings``
     takes the place of the profile's.  ``min_engine_steps`` is what every engine example must reach
     (3,000 as in ``prefixspec check``); counterexample traces go to ``out_dir``
-    (default a folder in the temporary directory).  ``rules`` is the rule set
+    (default a new folder of this run's in the temporary directory).  ``rules`` is the rule set
     the spec follows: a ``spec.api.Rules`` or a name (``"sglang"``,
     ``"use=path+split-tail,evict=lfu"``).  ``stages`` picks the stages (default
     all of ``prefixspec check``'s: golden trace, call machine, engine machine,
     extremes, scale).
     """
     rule_set = parse_rules(rules) if isinstance(rules, str) else rules
-    where = out_dir if out_dir is not None else Path(tempfile.gettempdir()) / "prefixspec-counterexamples" / name
+    folders: list[Path] = [] if out_dir is None else [out_dir]
     if settings is None:
         profile_settings(profile)  # an unknown profile is an error here, where the class is made
     replay_target = replay_target_of(factory) + ("" if rule_set.name == "strict" else f" --rules {rule_set.name}")
@@ -76,7 +76,9 @@ def conformance_suite(
     def plan() -> RunPlan:
         # Built when a test runs, so that HYPOTHESIS_PROFILE as it is then chooses the profile.
         chosen = RunPlan.of_profile(profile) if settings is None else RunPlan(base=settings)
-        return replace(chosen, min_engine_steps=min_engine_steps, out_dir=where, rules=rule_set, replay_target=replay_target)
+        if not folders:  # a folder of this run's own (mkdtemp: private to its user), made when a test first runs
+            folders.append(Path(tempfile.mkdtemp(prefix=f"prefixspec-counterexamples-{name}-")))
+        return replace(chosen, min_engine_steps=min_engine_steps, out_dir=folders[0], rules=rule_set, replay_target=replay_target)
 
     def stage_test(stage_name: str) -> Callable[[unittest.TestCase], None]:
         def test(self: unittest.TestCase) -> None:

@@ -129,11 +129,11 @@ class Recording:
         spec_results: list[str] = []
         first_handle: dict[Identity, str] = {}
         spec_first_handle: dict[Identity, str] = {}
+        kept_names: set[str] = set()  # the names of the steps kept so far, grown step by step: a cut is linear in its length
         for index in kept:
             step = self.trace.steps[index]
             call = step.call
             if any(handle != "root" for handle in call.handles):
-                kept_names = {kept_step.call.name for kept_step in steps}
                 rewritten = call.with_handles(lambda handle: self.kept_handle(handle, first_handle, kept_names))
                 if "" in rewritten.handles:
                     if index == kept[-1]:
@@ -145,6 +145,7 @@ class Recording:
                 expected = _rename(call, expected, self.recorded_identities[index], first_handle)
             really_kept.append(index)
             steps.append(Step(call, expected, step.line))
+            kept_names.add(call.name)
             spec_results.append(_rename(call, self.spec_results[index], self.spec_identities[index], spec_first_handle))
         return really_kept, steps, spec_results
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -92,7 +93,7 @@ class CheckReport:
                 if stage.counterexample:
                     lines.append(
                         f"    counterexample: {stage.counterexample} ({stage.counterexample_calls} calls); "
-                        f"reproduce with: prefixspec replay {stage.counterexample} {self.replay_target}"
+                        f"reproduce with: prefixspec replay {shlex.quote(stage.counterexample)} {self.replay_target}"
                     )
         total = sum(stage.seconds for stage in self.stages)
         lines.append(f"result: {'PASSED' if self.passed else 'FAILED'} in {total:.1f} s")

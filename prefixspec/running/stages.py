@@ -16,6 +16,8 @@ debugging to the fewest that still disagree and written as a trace that
 
 from __future__ import annotations
 
+import itertools
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,6 +77,8 @@ class RunPlan:
     """Fail a stage that never reached an event of ``coverage.REQUIRED`` (the named profiles do; a caller's few examples need not)."""
     scale_budget: float = SCALE_BUDGET
     """Seconds the scale stage may take; a cache whose calls would take it past them is stopped with how its calls grow."""
+    announce: Callable[[str, StageResult | None], None] | None = None
+    """Told each stage's name as it starts (with None) and its result as it ends: a supervised run's parent learns what finished."""
 
     @classmethod
     def of_profile(cls, profile: str | None = None) -> RunPlan:
@@ -238,8 +242,11 @@ EXTREME_STEPS = 10
 
 
 def run_stage(name: str, target: CacheFactory, plan: RunPlan) -> StageResult:
-    """One stage of a check, by name; the counterexample an earlier run of it left in ``plan.out_dir`` is removed first."""
-    counterexample_path(plan.out_dir, name).unlink(missing_ok=True)
+    """One stage of a check, by name.
+
+    A counterexample an earlier run left in ``plan.out_dir`` stays: that run's report names it, and its
+    replay command must replay it (a new one is ``claimed_file``'s, beside it).
+    """
     return STAGES[name](target, plan)
 
 
@@ -261,13 +268,15 @@ def clear_counterexamples(folder: Path) -> None:
 def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> CheckReport:
     """Every stage in order, each to its first failure; a target that fails as a program stops the run."""
     report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_target, rules=plan.rules)
-    for name in STAGES:  # a stage this run skips (or never reaches) leaves no earlier run's counterexample behind either
-        counterexample_path(plan.out_dir, name).unlink(missing_ok=True)
     for name in STAGES:
         if name in REACH_STAGES and not (plan.reach and report.passed):
             continue
+        if plan.announce is not None:
+            plan.announce(name, None)
         stage = run_stage(name, target, plan)
         report.stages.append(stage)
+        if plan.announce is not None:
+            plan.announce(name, stage)
         if stage.aborted:
             break
     return report
@@ -293,15 +302,34 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
         stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
         return
     plan.out_dir.mkdir(parents=True, exist_ok=True)
-    path = counterexample_path(plan.out_dir, stage.name)
-    reproduce = f"prefixspec replay {path} {plan.replay_target}"
-    path.write_text(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text(), encoding="utf-8")
+    path, written = claimed_file(plan.out_dir, stage.name)
+    reproduce = f"prefixspec replay {shlex.quote(str(path))} {plan.replay_target}"
+    with written:
+        written.write(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text())
     stage.counterexample = str(path)
     stage.counterexample_calls = len(kept)
     first_seen = stage.failure.splitlines()[0] if stage.failure else ""
     stage.rule = disagreement.rule
     stage.failure = f"{disagreement.describe()}\n(minimised to {len(kept)} of {len(calls)} calls; the run first saw it as: {first_seen})"
     stage.seconds_to_report = time.perf_counter() - started
+
+
+def claimed_file(folder: Path, stage: str) -> tuple[Path, TextIO]:
+    """A new file for ``stage``'s counterexample in ``folder`` (``counterexample_path``; ``golden_trace-2.trace``,
+    ... when taken), created for this run alone.
+
+    Two checks writing into one folder never share a counterexample: each
+    claims its file exclusively (``O_EXCL``), so one run's replay command never
+    replays the other's trace.
+    """
+    for number in itertools.count(1):
+        first = counterexample_path(folder, stage)
+        path = first if number == 1 else first.with_name(f"{first.stem}-{number}.trace")
+        try:
+            return path, path.open("x", encoding="utf-8")
+        except FileExistsError:
+            continue
+    raise AssertionError("unreachable")
 
 
 def aborted_stage(stage: StageResult, started: float, failure: TargetFailure) -> StageResult:

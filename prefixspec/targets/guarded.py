@@ -35,6 +35,7 @@ from types import FrameType
 from typing import TypeVar, cast
 
 from spec.api import CacheFactory, NodeId, PrefixCache, Snapshot, TargetFailure
+from prefixspec.targets.beacon import current
 from prefixspec.targets.interrupts import stop_requested
 from prefixspec.vocabulary import CallThrough, features_of
 
@@ -121,6 +122,9 @@ class Guard:
         self._what, self._where = what, where
         saved = sys.stdout
         timed = False
+        beacon = current()  # a supervised run: the supervisor learns the call, and ends one that outlasts the alarm
+        if beacon is not None:
+            beacon.enter(what, where, limit and self.timeout is not None)
         try:
             sys.stdout = sys.stderr  # the target's prints go to stderr: stdout carries the report
             timed = limit and self._arm()
@@ -137,6 +141,8 @@ class Guard:
         finally:
             if timed:
                 signal.setitimer(signal.ITIMER_REAL, 0)
+            if beacon is not None:
+                beacon.leave()
             sys.stdout = saved
             self._running = False
 
@@ -172,8 +178,20 @@ class GuardedCache(CallThrough):
         self.guard = guard
         self._block_size = block_size
         self.calls_made = 0
-        self.prefixspec_features = features_of(cache)
+        self.prefixspec_features = self._features()
         """What the target's cache offers beyond the interface: this wrapper has every call (``features_of``)."""
+
+    def _features(self) -> frozenset[str]:
+        """``features_of`` the target's cache, under guard: reading its attributes runs its code (a ``__getattr__`` that raises)."""
+        where = f"while making a cache of block size {self._block_size}"
+        try:
+            return self.guard.run("reading its features (prefixspec_features, take_events, namespace arguments)", where, features_of, self.cache)
+        except (TargetFailure, KeyboardInterrupt):
+            raise
+        except BaseException as error:  # no call has the features as outcome: a cache whose attributes cannot be read stops the check
+            raise self.guard.failure(
+                f"raised {type(error).__name__}: {one_line(error)} when its features were read{raised_at(error)}", where
+            ) from None
 
     def _where(self) -> str:
         return f"at call {self.calls_made} to a cache of block size {self._block_size}"

@@ -18,7 +18,7 @@ from spec.api import CacheFactory
 from prefixspec.errors import TargetError
 from prefixspec.shipped import definition_module
 from prefixspec.targets.guarded import Guard, GuardedFactory, TargetCrash, one_line, raised_at
-from prefixspec.vocabulary import INTERFACE
+from prefixspec.vocabulary import INTERFACE, features_of
 
 DEFAULT_TARGET = f"{definition_module('impl')}:RadixCache"
 """``impl:RadixCache`` in a checkout, ``prefixspec.impl:RadixCache`` installed."""
@@ -26,10 +26,10 @@ DEFAULT_TARGET = f"{definition_module('impl')}:RadixCache"
 Loaded = TypeVar("Loaded")
 
 
-def loading(guard: Guard, what: str, function: Callable[..., Loaded], *arguments: object, limit: bool = True) -> Loaded:
-    """``function(*arguments)``, the target's code ``what``, under ``guard``; whatever it raises, a one-line TargetError."""
+def loading(guard: Guard, what: str, function: Callable[..., Loaded], *arguments: object, limit: bool = True, doing: str = "") -> Loaded:
+    """``function(*arguments)``, the target's code ``doing`` (default ``what``), under ``guard``; whatever it raises, a one-line TargetError starting ``what``."""
     try:
-        return guard.run(what, "", function, *arguments, limit=limit)
+        return guard.run(doing or what, "", function, *arguments, limit=limit)
     except (KeyboardInterrupt, TargetError):
         raise  # the guard lets only the user's Ctrl-C through; a TargetError is one already
     except TargetCrash as crash:
@@ -47,7 +47,7 @@ def load_factory(target: str, timeout: float | None = None) -> CacheFactory:
         sys.path.insert(0, str(Path.cwd()))  # so a module beside the user's working directory is found
     guard = Guard(target, timeout)
     # No time limit on the import: a real engine's import (torch, CUDA) may take longer than any call.
-    module = loading(guard, f"cannot import {module_name!r}: it", importlib.import_module, module_name, limit=False)
+    module = loading(guard, f"cannot import {module_name!r}: it", importlib.import_module, module_name, limit=False, doing=f"the import of {module_name!r}")
     factory = loading(guard, f"reading {attribute!r} of module {module_name!r}", _attribute, module, module_name, attribute)
     if not callable(factory):
         raise TargetError(f"{target} is a {type(factory).__name__}, not a callable factory(block_size)")
@@ -68,6 +68,7 @@ def check_factory(target: str, factory: Callable[[int], object], guard: Guard | 
     guard = guard if guard is not None else Guard(target, None)
     sample = loading(guard, f"{target}(2)", factory, 2)
     missing = loading(guard, f"reading the calls of {target}(2)", _missing_calls, sample)
+    loading(guard, f"reading the features of {target}(2)", features_of, sample)  # its attributes may run its code: a usage error here
     if missing:
         raise TargetError(
             f"{target}(2) returned a {type(sample).__name__}, which lacks {', '.join(missing)} of the PrefixCache interface"

@@ -73,7 +73,10 @@ class Catalogue:
 
     def package_folder(self) -> Path:
         """The folder of the package's source, found without importing the package."""
-        found = importlib.util.find_spec(self.package)
+        try:
+            found = importlib.util.find_spec(self.package)
+        except (ImportError, ValueError) as error:  # a parent package that is missing, or a name no import can have
+            raise CatalogueError(f"{self.path}: package {self.package!r} cannot be found ({type(error).__name__}: {error})") from None
         if found is None or not found.submodule_search_locations:
             raise CatalogueError(f"{self.path}: package {self.package!r} cannot be found")
         return Path(list(found.submodule_search_locations)[0])
@@ -150,6 +153,7 @@ def mutated_sources(catalogue: Catalogue, mutant: Mutant | None, alias: str) -> 
         raise CatalogueError(f"{catalogue.path}: mutant {mutant.id}: no file {catalogue.package}/{mutant.file}")
     own_import = re.compile(rf"^(\s*(?:from|import)\s+){re.escape(catalogue.package)}(?=[\s.])", re.MULTILINE)
     sources: dict[str, str] = {}
+    applied = False
     for file in sorted(folder.rglob("*.py")):
         relative = file.relative_to(folder)
         source = file.read_text(encoding="utf-8")
@@ -165,6 +169,12 @@ def mutated_sources(catalogue: Catalogue, mutant: Mutant | None, alias: str) -> 
         if parts[-1] == "__init__":
             parts.pop()
         sources[".".join(parts)] = own_import.sub(rf"\g<1>{alias}", source)
+        applied = applied or (mutant is not None and relative.as_posix() == mutant.file)
+    if mutant is not None and not applied:  # `../other/cache.py` exists, but is no module of the package: nothing would be planted
+        raise CatalogueError(
+            f"{catalogue.path}: mutant {mutant.id}: {mutant.file} is not a module of package {catalogue.package} "
+            f"(give its path inside {folder}, as a .py file)"
+        )
     return sources
 
 

@@ -12,5 +12,5 @@ def load_target(name: str, timeout: float | None = None) -> CacheFactory:
     """The cache factory ``name`` names, checked by building one cache; each call limited to ``timeout`` seconds (None: no limit)."""
     if "#" in name:
         guard = Guard(name, timeout)
-        return check_factory(name, loading(guard, f"cannot load {name!r}: it", load_mutant_target, name, limit=False), guard)
+        return check_factory(name, loading(guard, f"cannot load {name!r}: it", load_mutant_target, name, limit=False, doing=f"the import of {name!r}"), guard)
     return load_factory(name, timeout)

@@ -75,6 +75,9 @@ HISTORY = 12
 LONGEST_LINE = 1 << 24
 """An answer longer than this many bytes is garbage (16 MiB)."""
 
+LONGEST_HANDSHAKE = 4096
+"""An answer to the handshake longer than this many bytes is refused at once: a name and a few features fit in far less."""
+
 SHOWN_CHARS = 160
 """Each line in a report is cut to this many characters."""
 
@@ -235,6 +238,8 @@ class EngineProcess:
         deadline = time.monotonic() + self.limit
         while True:
             end = self._buffer.find(b"\n")
+            if not self.greeted and (end > LONGEST_HANDSHAKE or (end < 0 and len(self._buffer) > LONGEST_HANDSHAKE)):
+                self.fail(f"failed the handshake: its answer to `{_shown(line)}` is longer than {LONGEST_HANDSHAKE:,} bytes")
             if end >= 0:
                 raw = bytes(self._buffer[:end])
                 del self._buffer[: end + 1]

@@ -34,6 +34,7 @@ from stateful_tests.fuzzing.plans import (
     interrupt_plans,
     option_plans,
     run_plan,
+    process_end_plans,
     target_plans,
     trace_plans,
 )
@@ -57,7 +58,7 @@ def drawn_families(scratch: Path) -> dict[str, st.SearchStrategy[Plan]]:
 
 
 def table_families(scratch: Path) -> dict[str, list[Plan]]:
-    return {"target": target_plans(scratch) + engine_table(scratch), "option": option_plans(scratch)}
+    return {"target": target_plans(scratch) + engine_table(scratch), "option": option_plans(scratch), "process end": process_end_plans(scratch)}
 
 
 class Tally:

@@ -14,11 +14,15 @@ that must never reach its stdout (a target's prints).  The families:
 - ``engine_plans``: ``serve.py`` misbehaving in any way after 0 to 80 lines,
   or a command that is no engine, under ``replay`` or a short ``check``;
 - ``option_plans``: option sets each refused with exit status 2, in one line;
-- ``interrupt_plans``: a command stopped by Ctrl-C at a random moment.
+- ``interrupt_plans``: a command stopped by Ctrl-C at a random moment;
+- ``process_end_plans``: a target that ends its process (``os._exit``, a signal, an abort, the C
+  library's ``exit``) in its factory, a call, a replay or while shrinking, outlasts its alarm, or closes its
+  stdout; hunts of mutants that exit, kill themselves, interrupt or loop, and a catalogue edit outside its package.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import signal
@@ -159,11 +163,75 @@ def target_plans(scratch: Path) -> list[Plan]:
     return plans
 
 
+# Ends of a target's process, and hostile mutants (supervision) --------------------------------------------
+
+PROCESS_ENDS = {
+    "exit0": "exited with status 0",
+    "exit3": "exited with status 3",
+    "kill": "killed by signal SIGKILL",
+    "abort": "killed by signal SIGABRT",
+    "c_exit": "exited with status 0",
+}
+"""What ``hostile_targets.ends_its_process`` does to its process (``HOSTILE_END``), and words of the report."""
+
+HOSTILE_MUTANTS = {
+    "x_exit0": ("__import__('os')._exit(0)", "exited with status 0"),
+    "x_kill": ("__import__('os').kill(__import__('os').getpid(), 9)", "killed by signal SIGKILL"),
+    "x_exit6": ("__import__('sys').exit(6)", "1 of 1 mutants killed"),
+    "x_interrupt": ("raise KeyboardInterrupt", "1 of 1 mutants killed"),
+    "x_loop": ("while True: pass", "1 of 1 mutants killed"),
+}
+"""Mutants of ``impl`` whose ``match_prefix`` begins with the statement: each killed, never an exit of the hunt
+(the guard's reports kill the last three in the seed tests, which the table names)."""
+
+_MATCH = "    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:\n"
+
+
+def _catalogue(mutants: dict[str, str], file: str = "cache.py") -> bytes:
+    entries = "".join(
+        f'[[mutant]]\nid = "{name}"\nbug = "{name}"\nfile = "{file}"\nfind = {json.dumps(_MATCH)}\nreplace = {json.dumps(_MATCH + "        " + statement + chr(10))}\n\n'
+        for name, statement in mutants.items()
+    )
+    return f'package = "impl"\nfactory = "RadixCache"\n\n{entries}'.encode()  # JSON strings are TOML basic strings
+
+
+def process_end_plans(scratch: Path) -> list[Plan]:
+    """A target that ends its process at every place (factory, a call of a check, a replay, shrinking), outlasts its alarm,
+    or closes its stdout, prints from a thread, moves away; and hunts of mutants that exit, kill themselves or loop."""
+    plans: list[Plan] = []
+    target = "stateful_tests.hostile_targets:ends_its_process"
+    for end, words in PROCESS_ENDS.items():
+        factory = in_scratch(scratch, ("replay", GOLDEN, "--target", target), CHECK_LIMIT, env={"HOSTILE_END": end, "HOSTILE_STAGE": "factory"})
+        plans.append(Plan("process end", factory, frozenset({2}), words))
+        call = in_scratch(scratch, ("check", target, *QUICK_CHECK, "--out", str(scratch / "out")), CHECK_LIMIT, env={"HOSTILE_END": end})
+        plans.append(Plan("process end", call, frozenset({1}), words))
+        replay = in_scratch(scratch, ("replay", GOLDEN, "--target", target), CHECK_LIMIT, env={"HOSTILE_END": end, "HOSTILE_STAGE": "the replay"})
+        plans.append(Plan("process end", replay, frozenset({1}), words))
+        shrinking = ("check", "stateful_tests.hostile_targets:ends_while_shrinking", *QUICK_CHECK, "--out", str(scratch / "out"))
+        plans.append(Plan("process end", in_scratch(scratch, shrinking, CHECK_LIMIT, env={"HOSTILE_END": end}), frozenset({1}), words))
+    for end in ("mask_alarm", "retry_alarm"):
+        hung = in_scratch(scratch, ("replay", GOLDEN, "--target", target, "--timeout", "0.5"), CHECK_LIMIT, env={"HOSTILE_END": end, "HOSTILE_STAGE": "the replay"})
+        plans.append(Plan("process end", hung, frozenset({1}), "ran on past the alarm"))
+    for end in ("close_stdout", "thread_prints", "chdir"):
+        quiet = in_scratch(scratch, ("replay", GOLDEN, "--target", target), CHECK_LIMIT, env={"HOSTILE_END": end, "HOSTILE_STAGE": "the replay"})
+        plans.append(Plan("process end", quiet, frozenset({0}), "every result and snapshot agrees", never_on_stdout=("a line the target's thread printed",)))
+    catalogue = scratch / "hostile_mutants.toml"
+    text = _catalogue({name: statement for name, (statement, _) in HOSTILE_MUTANTS.items()})
+    for name, (_, words) in HOSTILE_MUTANTS.items():
+        hunt = ("hunt", str(catalogue), "--mutant", name, "--quiet", "--profile", "ci", "--timeout", "0.5", "--out", str(scratch / "hunt"))
+        plans.append(Plan("hostile mutant", in_scratch(scratch, hunt, CHECK_LIMIT), frozenset({0}), words, files=((str(catalogue), text),)))
+    outside = scratch / "outside.toml"
+    stray = ("hunt", str(outside), "--quiet", "--out", str(scratch / "hunt"))
+    outside_text = _catalogue({"x_out": "pass"}, file="../spec/model.py")
+    plans.append(Plan("hostile mutant", in_scratch(scratch, stray, CHECK_LIMIT), frozenset({2}), "is not a module of package impl", files=((str(outside), outside_text),)))
+    return plans
+
+
 # Engines ------------------------------------------------------------------------------------------
 
-ENGINE_TIMEOUT = "1"
-"""``--timeout`` and ``--start-timeout`` of an engine case: short, so a hang costs little, yet above a loaded machine's start of serve.py
-(a fifth of a second idle; at 0.5 s a busy machine made good engines fail their handshake now and then)."""
+ENGINE_TIMEOUT = "5"
+"""``--timeout`` and ``--start-timeout`` of an engine case: a hang costs it, yet a loaded machine (load 5 on 2 cores)
+starts serve.py well within it (at 1 s such a machine made good engines fail their handshake: a promise load could break)."""
 
 NOT_ENGINES = (
     "sleep 1014 & exit 0",
@@ -178,6 +246,8 @@ NOT_ENGINES = (
     f"(sleep 1017 &); {SERVE}",
     "kill -SEGV $$",
     "no-such-engine-xyz",
+    "read l; printf 'prefixspec-protocol 1 -> ok '; head -c 3000000 /dev/zero | tr '\\0' x; echo",
+    "read l; printf 'prefixspec-protocol 1 -> ok e features='; yes junk, | head -c 2000000 | tr -d '\\n'; echo; cat",
 )
 """Shell commands that are no engine, die, flood, or start helpers that outlive them (the last but two are good engines)."""
 

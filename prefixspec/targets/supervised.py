@@ -1,0 +1,355 @@
+"""A run whose target cannot end the checker: the run forked into a child process that the checker supervises.
+
+``supervise(work, timeout)`` forks.  The child runs ``work()`` (the command:
+load the target, run the stages, build the report) in a process group of its
+own, with the spec beside the target as before, so a call costs what it cost
+in one process plus a write to shared memory (``beacon``).  The parent only
+watches:
+
+- the child's stdout and stderr (fd 1 and 2, whatever writes them: the
+  checker, the target, its threads, C code) go to the parent's stderr; the
+  report comes over a pipe of its own (``send``), so nothing the target
+  prints can reach the report, and a target that closes its stdout closes a
+  copy;
+- the child's last word is its exit status (``send("status", N)``); a child
+  that ends without it (``os._exit`` with any status, ``exit()`` from C, a
+  signal, the out-of-memory killer) has failed as a program, and the parent
+  names the call it was in, read from the beacon;
+- a call under ``--timeout`` still running ``GRACE`` seconds past its limit
+  (a target that masks SIGALRM, retries inside ``except BaseException``, or
+  waits in C) is ended by killing the child's group;
+- a Ctrl-C or a SIGTERM of the parent ends the child (SIGTERM, so an engine
+  it drives is stopped on the way out; SIGKILL ``STOP_WITHIN`` seconds later)
+  and the parent's caller prints what finished.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import os
+import pickle
+import select
+import signal
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TextIO, cast
+
+from prefixspec.exit_status import ExitStatus
+from prefixspec.targets.beacon import IDLE, TIMED, Beacon, Reading, install, mark_stage
+
+GRACE = 2.0
+"""Seconds past ``--timeout`` that the child's own alarm has to interrupt a call before its process is killed."""
+
+STOP_WITHIN = 1.5
+"""Seconds a stopped child has to end its engines before its group is killed."""
+
+POLL = 0.1
+"""Seconds between the parent's looks at the beacon."""
+
+_LENGTH = struct.Struct("<I")
+
+
+class _Channel:
+    """The child's end of the message pipe."""
+
+    fd = -1
+
+
+def send(kind: str, value: object) -> None:
+    """Tell the supervising parent ``(kind, value)``; nothing outside a supervised child."""
+    if _Channel.fd < 0:
+        return
+    payload = pickle.dumps((kind, value))
+    data = _LENGTH.pack(len(payload)) + payload
+    while data:
+        written = os.write(_Channel.fd, data)
+        data = data[written:]
+
+
+def announce_stage(name: str, stage: object | None) -> None:
+    """``RunPlan.announce`` of a supervised run: the beacon names the stage running, the parent hears of each that finished."""
+    if stage is None:
+        mark_stage(name)
+    else:
+        send("stage", stage)
+
+
+def supervised_child() -> bool:
+    """True in the child of ``supervise``."""
+    return _Channel.fd >= 0
+
+
+class _ReportStream(io.TextIOBase):
+    """The child's ``sys.stdout``: the checker's report (main thread) goes to the parent; anything else to stderr."""
+
+    def write(self, text: str) -> int:
+        if threading.current_thread() is threading.main_thread():
+            send("out", text)
+        else:  # a target's thread printing between calls: never the report
+            sys.stderr.write(text)
+        return len(text)
+
+    def writable(self) -> bool:
+        return True
+
+
+@dataclass
+class Ended:
+    """How a supervised child ended."""
+
+    status: int | None
+    """Its exit status, when it ended by its own last word; None when it ended otherwise."""
+    how: str = ""
+    """Otherwise, what ended it: ``exited with status 0 without a word``, ``was killed by signal SIGKILL``."""
+    reading: Reading = Reading(0, IDLE, "", "")
+    """The beacon at its end: the call it was in, the stage."""
+    report: list[str] = field(default_factory=list)
+    """What it printed for the report (stdout), to be printed once its end is known."""
+    messages: list[tuple[str, object]] = field(default_factory=list)
+    """Everything else it sent, in order."""
+    hung: bool = False
+    """It was killed for a call past ``--timeout`` plus ``GRACE``."""
+
+    def where(self) -> str:
+        """The call the child was in, as a clause: ``in its insert() at call 3 ...`` or ``between calls (the last: ...)``."""
+        reading = self.reading
+        if not reading.call:
+            return "before any of its code ran"
+        if reading.state == IDLE:
+            return f"outside its calls (the last one: {reading.call})"
+        return f"in {reading.call}"
+
+
+def _wait_description(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = str(number)
+        extra = " (out of memory, or killed from outside)" if number == signal.SIGKILL else ""
+        return f"was killed by signal {name}{extra}"
+    code = os.waitstatus_to_exitcode(status)
+    return f"exited with status {code} without a report"
+
+
+def _set_subreaper(on: bool) -> bool:
+    """Make this process the subreaper of its descendants (Linux ``PR_SET_CHILD_SUBREAPER``); False where it cannot."""
+    try:
+        import ctypes
+
+        return int(ctypes.CDLL(None, use_errno=True).prctl(36, int(on), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children_of(pid: int) -> set[int]:
+    children: set[int] = set()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return children
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 1 and int(fields[1]) == pid:
+            children.add(int(entry))
+    return children
+
+
+def _end_orphans(already: set[int]) -> None:
+    """Kill the processes the run left behind (an engine's helper that made its own group or session), as they come back here."""
+    for _ in range(50):
+        orphans = _children_of(os.getpid()) - already
+        if not orphans:
+            return
+        for orphan in orphans:
+            try:
+                os.kill(orphan, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for orphan in orphans:
+            try:
+                os.waitpid(orphan, 0)
+            except ChildProcessError:
+                pass
+
+
+def _kill_group(pid: int, signum: int) -> None:
+    try:
+        os.killpg(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _child(work: Callable[[], int], beacon: Beacon, message_fd: int, output_fd: int) -> None:
+    """The child's whole life: never returns, whatever ``work`` does (it ends the process with ``os._exit``)."""
+    status = ExitStatus.FAILED.value
+    try:
+        os.setpgid(0, 0)  # its own group: the terminal's Ctrl-C reaches the parent only, and a kill reaches what the target started
+        os.dup2(output_fd, 1)
+        os.dup2(output_fd, 2)
+        os.close(output_fd)
+        _Channel.fd = message_fd
+        install(beacon)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", buffering=1, closefd=False)
+        sys.stdout = cast(TextIO, _ReportStream())
+        status = int(work())
+        sys.stderr.flush()
+        send("status", status)
+    except BaseException:  # work() maps every outcome to a status; this is the checker's own failure: say so and end
+        try:
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+            sys.stderr.flush()
+        finally:
+            os._exit(ExitStatus.FAILED.value)
+    os._exit(status)
+
+
+def supervise(work: Callable[[], int], timeout: float | None) -> Ended:
+    """``work()`` in a supervised child (see the module's docstring); how it ended.
+
+    A Ctrl-C or SIGTERM of this process (``KeyboardInterrupt``) ends the child
+    and goes on to the caller, with what the child sent so far as the
+    exception's ``prefixspec_ended``.
+    """
+    beacon = Beacon()
+    already = _children_of(os.getpid())
+    reaping = _set_subreaper(True)  # what the run leaves behind, in any process group or session, comes back to this process
+    message_read, message_write = os.pipe()
+    output_read, output_write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(message_read)
+        os.close(output_read)
+        _child(work, beacon, message_write, output_write)
+    os.close(message_write)
+    os.close(output_write)
+    ended = Ended(None)
+    try:
+        _watch(pid, beacon, message_read, output_read, timeout, ended)
+    except BaseException as stop:
+        _stop(pid, message_read, output_read)
+        stop.prefixspec_ended = ended  # type: ignore[attr-defined]  # what finished, for the caller's report
+        raise
+    finally:
+        if reaping:
+            _end_orphans(already)
+            _set_subreaper(False)
+        for fd in (message_read, output_read):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        beacon.memory.close()
+    return ended
+
+
+def _watch(pid: int, beacon: Beacon, message_read: int, output_read: int, timeout: float | None, ended: Ended) -> None:
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    messages = bytearray()
+    open_fds = {message_read, output_read}
+    seen_serial, seen_since = -1, time.monotonic()
+    hung = ""
+    wait_status: int | None = None
+    exited_at: float | None = None
+    while True:
+        if open_fds:
+            readable, _, _ = select.select(list(open_fds), [], [], POLL)
+        else:
+            readable = []
+            time.sleep(POLL / 5)
+        for fd in readable:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                open_fds.discard(fd)
+            elif fd == output_read:
+                sys.stderr.write(decoder.decode(chunk))
+                sys.stderr.flush()
+            else:
+                messages.extend(chunk)
+                _take_messages(messages, ended)
+        if wait_status is None:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                wait_status, exited_at = status, time.monotonic()
+        if wait_status is not None and (not open_fds or time.monotonic() - (exited_at or 0.0) > 0.5):
+            break  # ended, its pipes drained (or held open by something it left behind, which the kill below ends)
+        reading = beacon.read()
+        if timeout is not None and reading.state == TIMED and not hung:
+            if reading.serial != seen_serial:
+                seen_serial, seen_since = reading.serial, time.monotonic()
+            elif time.monotonic() - seen_since > timeout + GRACE:
+                hung = (
+                    f"did not return within {timeout:g} s (--timeout) and ran on past the alarm that should have "
+                    f"interrupted it (a masked SIGALRM, a retry that swallows it, or code in C), so its process was killed"
+                )
+                _kill_group(pid, signal.SIGKILL)
+    _kill_group(pid, signal.SIGKILL)  # whatever the target started in its group goes with it
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        sys.stderr.write(tail)
+    ended.reading = beacon.read()
+    announced = next((value for kind, value in reversed(ended.messages) if kind == "status"), None)
+    if hung:
+        ended.how, ended.hung = hung, True
+    elif isinstance(announced, int) and os.WIFEXITED(wait_status) and os.WEXITSTATUS(wait_status) == announced:
+        ended.status = announced
+    else:
+        ended.how = _wait_description(wait_status) if wait_status is not None else "ended"
+
+
+def _take_messages(buffer: bytearray, ended: Ended) -> None:
+    while len(buffer) >= _LENGTH.size:
+        (length,) = _LENGTH.unpack_from(buffer, 0)
+        if len(buffer) < _LENGTH.size + length:
+            return
+        payload = bytes(buffer[_LENGTH.size : _LENGTH.size + length])
+        del buffer[: _LENGTH.size + length]
+        try:
+            kind, value = pickle.loads(payload)
+        except Exception:  # a target that wrote into the checker's pipe: its message is not the checker's
+            continue
+        if kind == "out" and isinstance(value, str):
+            ended.report.append(value)
+        elif isinstance(kind, str):
+            ended.messages.append((kind, value))
+
+
+def _stop(pid: int, message_read: int, output_read: int) -> None:
+    """End a child on the user's stop: SIGTERM (its engines stop on the way out), SIGKILL STOP_WITHIN seconds later."""
+    _kill_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_WITHIN
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if done:
+            break
+        # Drain (and drop) its output so that it never blocks on a full pipe while it unwinds.
+        try:
+            readable, _, _ = select.select([message_read, output_read], [], [], 0.05)
+            for fd in readable:
+                os.read(fd, 1 << 16)
+        except (OSError, ValueError):
+            time.sleep(0.05)
+    _kill_group(pid, signal.SIGKILL)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
