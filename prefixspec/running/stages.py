@@ -32,6 +32,7 @@ from spec.api import CacheFactory, Rules, TargetFailure
 from prefixspec.formats.trace import Trace
 from prefixspec.running.coverage import REQUIRED, Coverage
 from prefixspec.running.golden import golden_trace
+from prefixspec.running.long_node import LONG_NODE_CALLS, LongNodeDisagreement, check_long_node
 from prefixspec.running.machines import (
     CALLS_PER_EXAMPLE,
     ENGINE_STEPS_PER_EXAMPLE,
@@ -161,11 +162,28 @@ def run_extremes(target: CacheFactory, plan: RunPlan) -> StageResult:
 
     As many examples as the profile's engine machine, of EXTREME_STEPS rules
     each: every such rule makes hundreds of calls, its snapshots compared once at its end.
+
+    Before them, once, one node of 2^16+ blocks split past 2^16 (``long_node``): too big for a Hypothesis example
+    (the spec holds it only at a coarser block size), so it runs as fixed calls, its place drawn from the seed.
     """
+    started = time.perf_counter()
+    try:
+        reached = check_long_node(target, plan.rules, base=(plan.seed or 0) % 2**32, past=1 + (plan.seed or 0) % 2)
+    except TargetFailure as failure:
+        return aborted_stage(StageResult("extremes", False, 0.0), started, failure)
+    except LongNodeDisagreement as disagreement:
+        stage = StageResult("extremes", False, 0.0, examples=1, calls=len(disagreement.calls))
+        stage.failure = str(disagreement)
+        stage.rule = disagreement.rule
+        stage.seconds = stage.seconds_to_failure = stage.seconds_to_report = time.perf_counter() - started
+        return stage
     tally = RunTally(progress=Progress(plan.progress, "extremes"))
+    tally.coverage.note_many(reached)
+    tally.calls += LONG_NODE_CALLS
     common = plan.machine_settings()
     chosen = settings(common, stateful_step_count=EXTREME_STEPS, max_examples=common.max_examples)
     stage = run_machine("extremes", call_machine(target, tally, plan.rules, extremes=True), tally, chosen, target, plan)
+    stage.seconds = time.perf_counter() - started
     return require_coverage(stage, plan)
 
 
