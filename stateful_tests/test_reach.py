@@ -20,6 +20,7 @@ from prefixspec.running.coverage import (
     REQUIRED,
     STRADDLING_BATCH,
     Coverage,
+    required_events,
     tree_shape,
 )
 from prefixspec.running.lockstep import Disagreement, Lockstep
@@ -214,3 +215,11 @@ def test_the_node_of_2_16_blocks_agrees_on_impl_and_reaches_both_splits_past_2_1
 def test_the_extremes_stage_reaches_hundreds_of_live_namespaces() -> None:
     stage = run_stage("extremes", impl.RadixCache, RunPlan.of_profile("ci"))
     assert stage.events[MOST_NAMESPACES] >= MANY_TENANTS
+
+
+def test_events_of_a_feature_the_target_lacks_are_not_required_of_it() -> None:
+    assert MIXED_BATCH in required_events("call machine", None)
+    assert MIXED_BATCH in required_events("call machine", {"events"})
+    plain = required_events("call machine", frozenset())
+    assert MIXED_BATCH not in plain and STRADDLING_BATCH not in plain and "split by match" in plain
+    assert f"{MANY_TENANTS}+ live namespaces" not in required_events("extremes", {"events"})

@@ -101,11 +101,27 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 }
 
 
+NEEDS_FEATURE: dict[str, str] = {
+    MIXED_BATCH: "events",
+    STRADDLING_BATCH: "events",
+    f"{MANY_TENANTS}+ live namespaces": "namespaces",
+}
+"""Required events that only a cache offering the optional feature (R12 namespaces, R13 events) can reach."""
+
+
+def required_events(stage: str, features: Iterable[str] | None) -> list[str]:
+    """The events ``stage`` must reach on a target offering ``features`` (None: not known, all of them)."""
+    offered = None if features is None else set(features)
+    return [name for name in REQUIRED.get(stage, ()) if offered is None or NEEDS_FEATURE.get(name, "") in offered | {""}]
+
+
 class Coverage:
     """Counts of the events one stage reached."""
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
+        self.features: frozenset[str] | None = None
+        """The optional features of the target the machines drove (``vocabulary.features_of``), once one was made."""
         self.start_example()
 
     def start_example(self) -> None:

@@ -263,6 +263,7 @@ def call_machine(
             self.spec = SpecCache(block_size, rules)
             self.pair = Lockstep(self.spec, factory(block_size), observer=coverage.observe, target_factory=factory, take_every=take_every)
             self.features = features_of(self.pair.target)
+            coverage.features = self.features
             self.next_block: BlockId = id_base
             coverage.start_example()
 
@@ -627,7 +628,8 @@ def engine_machine(
         def start(self, block_size: int, prompt_seed: int, take_every: int | None, tenants: int, tenant_seed: int) -> None:
             self.pair = Lockstep(SpecCache(block_size, rules), factory(block_size), observer=counts.coverage.observe, take_every=take_every)
             counts.coverage.start_example()
-            if "namespaces" in features_of(self.pair.target):
+            counts.coverage.features = features_of(self.pair.target)
+            if "namespaces" in counts.coverage.features:
                 # Half the requests in the default namespace, the rest from a population of tenants, the same system prompts in all.
                 population = tuple(namespace_population(tenants, tenant_seed))
                 spaces: tuple[Namespace, ...] = (None,) * len(population) + population

@@ -30,7 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from spec.api import CacheFactory, Rules, TargetFailure
 from prefixspec.formats.trace import Trace
-from prefixspec.running.coverage import REQUIRED, Coverage
+from prefixspec.running.coverage import Coverage, required_events
 from prefixspec.running.golden import golden_trace
 from prefixspec.running.long_node import LONG_NODE_CALLS, LongNodeDisagreement, check_long_node
 from prefixspec.running.machines import (
@@ -127,7 +127,7 @@ def run_call_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
     common = plan.machine_settings()
     chosen = settings(common, stateful_step_count=CALLS_PER_EXAMPLE, max_examples=call_machine_examples(common.max_examples))
     stage = run_machine("call machine", call_machine(target, tally, plan.rules), tally, chosen, target, plan)
-    return require_coverage(stage, plan)
+    return require_coverage(stage, plan, tally.coverage.features)
 
 
 def run_engine_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
@@ -142,12 +142,15 @@ def run_engine_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
     if stage.passed and stage.steps_per_example and min(stage.steps_per_example) < plan.min_engine_steps:
         stage.passed = False
         stage.failure = f"an example ran only {min(stage.steps_per_example)} engine steps, short of {plan.min_engine_steps}"
-    return require_coverage(stage, plan)
+    return require_coverage(stage, plan, tally.coverage.features)
 
 
-def require_coverage(stage: StageResult, plan: RunPlan) -> StageResult:
-    """A passing stage that never reached an event its profile must reach fails, naming the events."""
-    missing = [name for name in REQUIRED.get(stage.name, ()) if not stage.events.get(name)]
+def require_coverage(stage: StageResult, plan: RunPlan, features: frozenset[str] | None = None) -> StageResult:
+    """A passing stage that never reached an event its profile must reach fails, naming the events.
+
+    With ``features``, the target's optional ones: events only a cache with namespaces or events can reach are
+    not required of one without."""
+    missing = [name for name in required_events(stage.name, features) if not stage.events.get(name)]
     stage.missing_events = missing
     # A run shortened with --steps promises less than the profile: its engine examples are not held to it.
     shortened = stage.name == "engine machine" and plan.min_engine_steps < ENGINE_STEPS_PER_EXAMPLE
@@ -184,7 +187,7 @@ def run_extremes(target: CacheFactory, plan: RunPlan) -> StageResult:
     chosen = settings(common, stateful_step_count=EXTREME_STEPS, max_examples=common.max_examples)
     stage = run_machine("extremes", call_machine(target, tally, plan.rules, extremes=True), tally, chosen, target, plan)
     stage.seconds = time.perf_counter() - started
-    return require_coverage(stage, plan)
+    return require_coverage(stage, plan, tally.coverage.features)
 
 
 def run_scale_stage(target: CacheFactory, plan: RunPlan) -> StageResult:
