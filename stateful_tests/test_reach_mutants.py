@@ -73,8 +73,6 @@ def test_a_node_of_2_16_blocks_cut_at_a_16_bit_offset_is_caught_at_its_first_spl
 def test_a_table_of_256_tenant_slots_is_caught_by_the_extremes_with_257_namespaces(catalogue: Catalogue, tmp_path: Path) -> None:
     """Its counterexample needs a namespace for every slot: 256 first uses and the 257th that shares the first's."""
     factory = load_mutant(catalogue, catalogue.mutant("n05"))
-    call_stage = run_stage("call machine", factory, replace(RunPlan.of_profile("ci"), out_dir=tmp_path))
-    assert call_stage.passed, "the call machine holds too few tenants at once to fill 256 slots"
     stage = run_stage("extremes", factory, replace(RunPlan.of_profile("ci"), out_dir=tmp_path, report_within=5.0))
     assert not stage.passed and stage.counterexample, stage.failure
     driven = read_trace(stage.counterexample).driven_steps()
