@@ -288,7 +288,7 @@ def call_machine(
                 elif opening == "wide_node":
                     self.wide_node(WIDE, data.draw(st.sampled_from(BOUNDARY_VALUES), label="base"))
                 elif opening == "many_locks":
-                    self.many_locks(MANY_LOCKS)
+                    self.many_locks(2**7 + 1)  # past a count kept in a signed byte
                 else:
                     count = data.draw(st.integers(MANY_TENANTS, 4 * MANY_TENANTS), label="tenants")
                     self.tenants((7,) * block_size, count, data.draw(st.integers(0, 2**32 - 1), label="population seed"), then_evict=True)
@@ -577,9 +577,10 @@ def call_machine(
             self.call(lambda: self.pair.evict(width // 3))
 
         @precondition(lambda self: extremes)
-        @rule(times=st.integers(MANY_LOCKS, MANY_LOCKS + 60))
+        @rule(times=st.integers(2**7 + 1, MANY_LOCKS + 60))
         def many_locks(self, times: int) -> None:
-            """Hundreds of requests on one prefix: as many locks on one node, evictions under them, then the unlocks."""
+            """Over a hundred requests on one prefix, past 2^7 (a count in a signed byte): as many locks on one node,
+            evictions under them, then the unlocks."""
             size = self.spec.block_size()
             prompt = (ID_LIMIT - 1,) * (2 * size)
             done = self.call(lambda: self.pair.insert(prompt, [self.spec.block_cached_at(prompt[:size]) or self.fresh_blocks(1)[0], self.fresh_blocks(1)[0]]))
