@@ -35,6 +35,14 @@ WIDE = 100
 MANY_LOCKS = 100
 BIG_CACHE = 4096
 LONG_LIFE = 2**16
+MANY_TENANTS = 257
+"""Live namespaces the extremes stage must reach: one more than a table of 256 slots holds."""
+LONG_NODE = 2**16
+"""Blocks of the one node the extremes stage builds and splits past (an offset inside a node kept in 16 bits)."""
+MOST_NAMESPACES = "most live namespaces"
+"""Not a count: the largest number of distinct namespaces (the default one aside) cached at once."""
+MIXED_BATCH = "events batch mixes stores and removals"
+STRADDLING_BATCH = "events batch straddles a refusal"
 
 REQUIRED: dict[str, tuple[str, ...]] = {
     "call machine": (
@@ -60,11 +68,20 @@ REQUIRED: dict[str, tuple[str, ...]] = {
         "block size 1",
         "odd block size >= 3",
         "block size >= 16",
+        "insert: cached and differing ids mixed",
+        "insert: a cached id at its own position after a differing one",
+        "insert: first and last cached ids agree, one between differs",
+        MIXED_BATCH,
+        STRADDLING_BATCH,
     ),
     "extremes": (
         f"{MANY_LOCKS}+ locks on one node",
         f"depth {DEEP}+ nodes",
         f"{WIDE}+ children on one node",
+        f"{MANY_TENANTS}+ live namespaces",
+        f"one node of {LONG_NODE}+ blocks",
+        f"split by insert {LONG_NODE}+ blocks into a node",
+        f"split by match {LONG_NODE}+ blocks into a node",
     ),
     "engine machine": (
         "split by match",
@@ -75,6 +92,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
         "2+ locks on one node",
         "block size 1",
         "odd block size >= 3",
+        MIXED_BATCH,
     ),
     "scale": (
         f"{BIG_CACHE}+ blocks cached",
@@ -83,11 +101,50 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 }
 
 
+NEEDS_FEATURE: dict[str, str] = {
+    MIXED_BATCH: "events",
+    STRADDLING_BATCH: "events",
+    f"{MANY_TENANTS}+ live namespaces": "namespaces",
+}
+"""Required events that only a cache offering the optional feature (R12 namespaces, R13 events) can reach."""
+
+
+def required_events(stage: str, features: Iterable[str] | None) -> list[str]:
+    """The events ``stage`` must reach on a target offering ``features`` (None: not known, all of them)."""
+    offered = None if features is None else set(features)
+    return [name for name in REQUIRED.get(stage, ()) if offered is None or NEEDS_FEATURE.get(name, "") in offered | {""}]
+
+
 class Coverage:
     """Counts of the events one stage reached."""
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
+        self.features: frozenset[str] | None = None
+        """The optional features of the target the machines drove (``vocabulary.features_of``), once one was made."""
+        self.start_example()
+
+    def start_example(self) -> None:
+        """Forget what the last example left pending: a batch of events never spans two caches."""
+        self._published_since_take = False
+        self._refused_after_publishing = False
+        self._several_leaves_since_take = False
+
+    def note_many(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.note(name)
+
+    def note_most(self, name: str, value: int) -> None:
+        """Keep the largest ``value`` seen under ``name`` (a maximum, where the other entries are counts)."""
+        if value > self.counts[name]:
+            self.counts[name] = value
+
+    def note_namespaces(self, snapshot: Snapshot) -> None:
+        """The distinct namespaces (the default one aside) the snapshot's nodes lie in."""
+        live = len({view.namespace for view in snapshot.nodes if view.namespace is not None})
+        self.note_most(MOST_NAMESPACES, live)
+        if live >= MANY_TENANTS:
+            self.note(f"{MANY_TENANTS}+ live namespaces")
 
     def note(self, name: str, times: int = 1) -> None:
         self.counts[name] += times
@@ -139,6 +196,7 @@ class Coverage:
         cached = sum(len(view.blocks) for view in snapshot.nodes)
         if cached >= BIG_CACHE:
             self.note(f"{BIG_CACHE}+ blocks cached")
+        self.note_namespaces(snapshot)
 
     # Calls -------------------------------------------------------------------------------------
 
@@ -147,14 +205,20 @@ class Coverage:
         self.note_values(call)
         if call.namespace is not None:
             self.note("a namespace other than the default")
-        if call.op == "take_events" and result != "none":
-            self.note("events taken")
+            self.note_namespaces(after)
+        if call.op == "take_events":
+            self.observe_take(value)
+            return
         name = result.split(" ")[0]
         if name in ERROR_TYPES:
             self.note(f"refused {call.op}: {name}")
             if name == "UnknownNode":
                 self.note(f"refused {call.op}: UnknownNode (evicted)")  # a lockstep's handles are all this cache's own
+            if call.op in ("insert", "evict") and self._published_since_take:
+                self._refused_after_publishing = True
             return
+        if call.op == "insert" and after.stats.inserted_blocks > before.stats.inserted_blocks:
+            self._published_since_take = True
         grown = len(after.nodes) - len(before.nodes)
         if call.op == "match" and grown > 0:
             self.note("split by match")
@@ -171,11 +235,28 @@ class Coverage:
             if most >= 2:
                 self.note("2+ locks on one node")
 
+    def observe_take(self, events: object) -> None:
+        """A take of the events (R13): what the batch since the last take held and what it spanned."""
+        kinds = {type(event).__name__ for event in events} if isinstance(events, list) else set()
+        if kinds:
+            self.note("events taken")
+        if {"BlockStored", "BlockRemoved"} <= kinds:
+            self.note(MIXED_BATCH)
+        if self._refused_after_publishing:  # events published before a refused call, taken after it
+            self.note(STRADDLING_BATCH)
+        if self._several_leaves_since_take:
+            self.note("events batch spans an evict of several leaves")
+        self.start_example()
+
     def observe_evict(self, call: Call, before: Snapshot, after: Snapshot) -> None:
         if call.args == (0,):
             self.note("evict(0)")
+        if after.stats.evicted_blocks > before.stats.evicted_blocks:
+            self._published_since_take = True
         kept = {(view.namespace, view.prefix) for view in after.nodes}
         removed = [view for view in before.nodes if (view.namespace, view.prefix) not in kept]
+        if len(removed) >= 2:
+            self._several_leaves_since_take = True
         if any(len(view.blocks) > 1 for view in removed):
             self.note("multi-block leaf evicted")
         prefixes = [(view.namespace, view.prefix) for view in before.nodes]

@@ -7,11 +7,14 @@ and the lockstep makes it on both caches, compares the results as trace text
 call, the two snapshots (R11).  It records every call with the reference's
 result, so the calls up to a disagreement are a ready counterexample trace.
 
-A target that publishes KV events (R13) is asked for them after every insert
-and evict, refused ones too (a ``take_events`` step of the trace; events a
-match or a lock publishes by mistake show in the next take): they must be the
-spec's, cut into blocks however the target likes, and folded into a router's
-``Mirror`` they must give the spec's contents wherever snapshots are compared.
+A target that publishes KV events (R13) is asked for them as a router polls:
+after every ``take_every``-th insert or evict, refused ones counted too (a
+``take_events`` step of the trace; events a match or a lock publishes by
+mistake show in the next take), or only when the driver calls ``take_pending``
+(``take_every=None``: at the end of an example).  A take then spans several
+calls, stores and removals mixed, refusals between them.  The events must be
+the spec's, cut into blocks however the target likes, and folded into a
+router's ``Mirror`` they must give the spec's contents wherever they are taken.
 """
 
 from __future__ import annotations
@@ -174,6 +177,7 @@ class Lockstep(CallThrough):
         observer: Observer | None = None,
         target_factory: CacheFactory | None = None,
         check_events: bool = True,
+        take_every: int | None = 1,
     ) -> None:
         self.reference = reference
         self.target = target
@@ -192,6 +196,9 @@ class Lockstep(CallThrough):
         self.mirror = Mirror()
         """The router's mirror, folded from the target's events alone."""
         self._takes = 0
+        self.take_every = take_every
+        """Take the target's events after this many inserts and evicts (refused ones too); None: only ``take_pending``."""
+        self._changes_since_take = 0
 
     @property
     def root(self) -> NodeId:
@@ -235,6 +242,7 @@ class Lockstep(CallThrough):
                 self._block_size_checked = True
                 self.check_block_size(self.target)
             if call.op == TAKE_EVENTS.op:  # it changes nothing the snapshot shows: the mirror is what to compare
+                self._changes_since_take = 0
                 self.fold_into_mirror(got.value)
                 self._takes += 1
                 if self.compare_snapshots and self._takes % self.snapshot_every == 0:  # as often as the snapshots
@@ -245,12 +253,19 @@ class Lockstep(CallThrough):
             self.observer(call, expected.text, expected.value, before, self.snapshot())
         if call.op in CHANGES_CONTENTS:
             if self.events:
-                self.perform(Call(TAKE_EVENTS.op))
+                self._changes_since_take += 1
+                if self.take_every is not None and self._changes_since_take >= self.take_every:
+                    self.perform(Call(TAKE_EVENTS.op))
             else:
                 self.reference.take_events()  # nobody compares them: they must not pile up
         if expected.error is not None:
             raise expected.error
         return expected.value
+
+    def take_pending(self) -> None:
+        """Take the events of the inserts and evicts since the last take, if any (a router's last poll)."""
+        if self.events and self._changes_since_take:
+            self.perform(Call(TAKE_EVENTS.op))
 
     def fold_into_mirror(self, events: object) -> None:
         """R13: the target's events, folded into the router's mirror; a fold that fails is a disagreement."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import cast
@@ -42,7 +42,7 @@ from hypothesis.stateful import (
 
 from spec.api import ID_LIMIT, BlockId, CacheFactory, Inserted, Namespace, NodeId, PrefixCacheError, PrefixMatch, Rules, UnknownNode
 from spec.model import SpecCache
-from prefixspec.running.coverage import BOUNDARY_VALUES, DEEP, MANY_LOCKS, WIDE, Coverage
+from prefixspec.running.coverage import BOUNDARY_VALUES, DEEP, MANY_LOCKS, MANY_TENANTS, WIDE, Coverage
 from prefixspec.running.engine import Engine, Workload
 from prefixspec.running.lockstep import Lockstep
 from prefixspec.formats.trace import FOREIGN
@@ -132,7 +132,7 @@ to build and walk, and a stage whose examples may all miss the deep path cannot 
 ID_BASES = st.one_of(st.just(0), st.sampled_from([ID_LIMIT - 2, 2**31 - 2, 2**16 - 2, 2**15 - 2, 2**8 - 2, 2**7 - 2]))
 """Where an example's block ids start counting: 0, or just below a boundary, so that its ids cross it."""
 
-EXTREMES = ("deep_path", "wide_node", "many_locks")
+EXTREMES = ("deep_path", "wide_node", "many_locks", "many_tenants")
 """The extreme rules, one of which opens each example of the extremes stage."""
 
 NAMESPACE_PAIRS: tuple[tuple[Namespace, Namespace], ...] = (
@@ -147,12 +147,72 @@ NAMESPACE_PAIRS: tuple[tuple[Namespace, Namespace], ...] = (
 )
 """Namespaces that coincide when concatenated, printed or written carelessly, but are different (R12)."""
 
-ENGINE_TENANTS: tuple[Namespace, ...] = (None, None, ("a", "bc"), ("ab", "c"), 0, "0")
-"""The engine machine's tenants, when the cache takes namespaces: half the requests in the default one,
-the rest from tenants whose names alias when written carelessly, the same system prompts in all of them."""
+HASH_MODULUS = 2**61 - 1
+"""CPython hashes an int modulo this prime: ``n`` and ``n + HASH_MODULUS`` hash alike, and so do -1 and -2."""
+
+
+def namespace_population(count: int, seed: int) -> list[Namespace]:
+    """``count`` distinct namespaces (R12), mixed as ``seed`` says: ints, strs and tuples, neighbours whose texts
+    coincide (``7``, ``"7"``, ``(7,)``, ``("7",)``; ``("t", "71")`` and ``("t7", "1")``) or whose hashes do
+    (``7`` and ``7 + 2**61 - 1``; ``-1`` and ``-2``).
+
+    Made from a seed rather than drawn one by one: Hypothesis spends its choice budget per drawn value, and a
+    population of a thousand must cost two draws.  Any mapping of namespaces onto fewer slots or values than
+    ``count`` (a table, a digest) gives two of them one place.
+    """
+    rng = random.Random(seed)
+    found: list[Namespace] = []
+    seen: set[tuple[str, Namespace]] = set()  # by type too: the population is distinct as values of their shape
+    serial = 0
+    while len(found) < count:
+        serial += 1
+        number = rng.choice((serial, rng.randrange(2**64), -serial))
+        text = str(number)
+        cut = rng.randrange(len(text) + 1)
+        family: tuple[Namespace, ...] = (
+            number,
+            text,
+            (number,),
+            (text,),
+            ("t", text),
+            ("t" + text[:cut], text[cut:]),
+            number + HASH_MODULUS,
+            -1 - number if number > 0 else number - 1,
+            "é" + text,
+            "e" + text,
+            (None, number),
+            "",
+            (),
+        )
+        for space in rng.sample(family, rng.randint(1, len(family))):
+            key = (repr(type(space)), space)
+            if key not in seen and len(found) < count:
+                seen.add(key)
+                found.append(space)
+    return found
+
 
 NAMESPACE_DRAW = st.one_of(st.none(), st.sampled_from([space for pair in NAMESPACE_PAIRS for space in pair]))
 """Half the calls in the default namespace, half in one of the namespaces that alias carelessly."""
+
+TAKE_SCHEDULES = st.one_of(st.just(1), st.integers(2, 6), st.none())
+"""When the lockstep takes the target's events (R13): after every insert and evict, after every k-th, or only at
+the end of the example, as a router that polls now and then: a take then spans stores, removals and refusals."""
+
+PASSED_BACK = st.one_of(
+    st.sampled_from(["cached", "fresh"]),
+    st.lists(st.sampled_from(["cached", "duplicate", "refused"]), min_size=2, max_size=5),
+)
+"""What an insert passes back at the positions it finds cached: all the cached ids (an engine that matched first),
+all new ones (a racing engine), or a mix, cycled over the positions: the cached id, a different one (a duplicate)
+or one cached at another position (refused), so that the cache's own id meets its own position after a differing one."""
+
+MIXED_PASSED_BACK = st.one_of(
+    st.sampled_from([["duplicate", "cached"], ["cached", "duplicate", "cached"], ["cached", "refused"], ["refused", "cached", "duplicate"]]),
+    st.lists(st.sampled_from(["cached", "duplicate", "refused"]), min_size=2, max_size=5),
+)
+"""Mixes only: the named ones (the cache's own id after a differing one; first and last agreeing, the middle not)
+and any other."""
 
 TOKEN_ALPHABETS = (
     st.integers(0, 3),
@@ -160,6 +220,17 @@ TOKEN_ALPHABETS = (
     st.integers(0, ID_LIMIT - 1),
 )
 """A prompt's tokens come from one of these: four dense values (sharing, splits), the boundary values, anything."""
+
+
+def note_passed_back(coverage: Coverage, along: Sequence[BlockId | None], blocks: Sequence[BlockId]) -> None:
+    """The mixes of passed-back ids an insert drew over the positions it finds cached (R5)."""
+    agrees = [block == cached for block, cached in zip(blocks, along) if cached is not None]
+    if True in agrees and False in agrees:
+        coverage.note("insert: cached and differing ids mixed")
+        if any(agree and False in agrees[:position] for position, agree in enumerate(agrees)):
+            coverage.note("insert: a cached id at its own position after a differing one")
+        if len(agrees) >= 3 and agrees[0] and agrees[-1]:
+            coverage.note("insert: first and last cached ids agree, one between differs")
 
 
 def call_machine(
@@ -188,15 +259,17 @@ def call_machine(
             if counts.progress is not None:
                 counts.progress(counts)
 
-        def start(self, block_size: int, id_base: int) -> None:
+        def start(self, block_size: int, id_base: int, take_every: int | None = 1) -> None:
             self.spec = SpecCache(block_size, rules)
-            self.pair = Lockstep(self.spec, factory(block_size), observer=coverage.observe, target_factory=factory)
+            self.pair = Lockstep(self.spec, factory(block_size), observer=coverage.observe, target_factory=factory, take_every=take_every)
             self.features = features_of(self.pair.target)
+            coverage.features = self.features
             self.next_block: BlockId = id_base
+            coverage.start_example()
 
-        def begin(self, block_size: int, id_base: int) -> object:
+        def begin(self, block_size: int, id_base: int, take_every: int | None) -> object:
             """A fresh pair of caches of ``block_size`` and the example's first prompts: one block of 0s, two of 1s."""
-            self.start(block_size, id_base)
+            self.start(block_size, id_base, take_every)
             coverage.note_block_size(block_size)
             if id_base:  # an example whose ids start just below a boundary crosses it at once, whatever it draws next
                 self.call(lambda: self.pair.insert((1,) * (2 * block_size), self.fresh_blocks(2)))
@@ -204,23 +277,36 @@ def call_machine(
 
         if extremes:
 
-            @initialize(block_size=EXTREME_BLOCK_SIZES, id_base=ID_BASES, opening=st.sampled_from(EXTREMES), data=st.data(), target=prompts)
-            def choose_block_size_and_open(self, block_size: int, id_base: int, opening: str, data: st.DataObject) -> object:
+            @initialize(
+                block_size=EXTREME_BLOCK_SIZES, id_base=ID_BASES, take_every=TAKE_SCHEDULES, opening=st.sampled_from(EXTREMES), data=st.data(), target=prompts
+            )
+            def choose_block_size_and_open(self, block_size: int, id_base: int, take_every: int | None, opening: str, data: st.DataObject) -> object:
                 """Start the example with one extreme rule, so that no example of the stage misses them all."""
-                prompts = self.begin(block_size, id_base)
+                prompts = self.begin(block_size, id_base, take_every)
                 if opening == "deep_path":
                     self.deep_path(DEEP, data.draw(st.sampled_from(TOKEN_ALPHABETS[:2]), label="alphabet"), data)
                 elif opening == "wide_node":
                     self.wide_node(WIDE, data.draw(st.sampled_from(BOUNDARY_VALUES), label="base"))
+                elif opening == "many_locks":
+                    self.many_locks(2**7 + 1)  # past a count kept in a signed byte
                 else:
-                    self.many_locks(MANY_LOCKS)
+                    count = data.draw(st.integers(MANY_TENANTS, 4 * MANY_TENANTS), label="tenants")
+                    self.tenants((7,) * block_size, count, data.draw(st.integers(0, 2**32 - 1), label="population seed"), then_evict=True)
                 return prompts
 
         else:
 
-            @initialize(block_size=BLOCK_SIZES, id_base=ID_BASES, target=prompts)
-            def choose_block_size(self, block_size: int, id_base: int) -> object:
-                return self.begin(block_size, id_base)
+            @initialize(block_size=BLOCK_SIZES, id_base=ID_BASES, take_every=TAKE_SCHEDULES, target=prompts)
+            def choose_block_size(self, block_size: int, id_base: int, take_every: int | None) -> object:
+                return self.begin(block_size, id_base, take_every)
+
+        def teardown(self) -> None:
+            """The router's last poll: the events still pending are taken, and the mirror compared, at the example's end.
+
+            Not after a failure or an abandoned example (Hypothesis calls teardown in its ``finally``): those are reported already.
+            """
+            if sys.exc_info()[1] is None:
+                self.call(self.pair.take_pending)
 
         def call(self, action: Callable[[], object]) -> object:
             """Make one call through the lockstep; an error both caches raised alike is an answer too."""
@@ -289,15 +375,51 @@ def call_machine(
             found = self.call(lambda: self.pair.match_prefix(prompt, namespace=space))
             return self.node_pair(found.node) if isinstance(found, PrefixMatch) else multiple()
 
-        @rule(target=nodes, prompt=prompts, fresh=st.booleans(), namespace=NAMESPACE_DRAW)
-        def insert(self, prompt: tuple[int, ...], fresh: bool, namespace: Namespace) -> object:
-            """Insert with the cached ids where cached (an engine that matched first) or all fresh (a racing one)."""
+        @rule(target=nodes, prompt=prompts, passed=PASSED_BACK, namespace=NAMESPACE_DRAW)
+        def insert(self, prompt: tuple[int, ...], passed: str | list[str], namespace: Namespace) -> object:
+            """Insert passing back, over the cached part, the cached ids, new ones, or a mix of cached, duplicate and refused ids."""
             space = self.offered(namespace)
             along = self.cached_blocks_along(prompt, space)
-            new_ids = iter(self.fresh_blocks(len(along)))
-            blocks = [next(new_ids) if fresh or cached is None else cached for cached in along]
+            blocks = self.passed_back(along, passed)
+            note_passed_back(coverage, along, blocks)
             done = self.call(lambda: self.pair.insert(prompt, blocks, namespace=space))
             return self.node_pair(done.node) if isinstance(done, Inserted) else multiple()
+
+        @rule(prompt=prompts, passed=MIXED_PASSED_BACK, namespace=NAMESPACE_DRAW)
+        def insert_over_cached(self, prompt: tuple[int, ...], passed: list[str], namespace: Namespace) -> None:
+            """The prompt cached whole (the cached ids passed back where cached), then inserted again with a mix of
+            cached, duplicate and refused ids: every position of the second insert is a cached one."""
+            space = self.offered(namespace)
+            if len(prompt) // self.spec.block_size() < 2:
+                return
+            self.call(lambda: self.pair.insert(prompt, self.passed_back(self.cached_blocks_along(prompt, space), "cached"), namespace=space))
+            along = self.cached_blocks_along(prompt, space)
+            blocks = self.passed_back(along, passed)
+            note_passed_back(coverage, along, blocks)
+            self.call(lambda: self.pair.insert(prompt, blocks, namespace=space))
+
+        def passed_back(self, along: list[BlockId | None], passed: str | list[str]) -> list[BlockId]:
+            """The ids an insert passes for positions whose cached ids are ``along``: fresh where nothing is cached;
+            where something is, by ``passed`` (cycled): the cached id, a fresh one (a duplicate to hand back) or an id
+            cached at another position (which R5 refuses; a repeat of this call's first id when none is cached)."""
+            new_ids = iter(self.fresh_blocks(len(along)))
+            kinds = [passed] if isinstance(passed, str) else passed
+            blocks: list[BlockId] = []
+            cached_positions = 0
+            for position, cached in enumerate(along):
+                if cached is None:
+                    blocks.append(next(new_ids))
+                    continue
+                kind = kinds[cached_positions % len(kinds)]
+                cached_positions += 1
+                elsewhere = [other for other in along if other is not None and other != cached]
+                if kind == "cached":
+                    blocks.append(cached)
+                elif kind == "refused" and (elsewhere or blocks):
+                    blocks.append(elsewhere[position % len(elsewhere)] if elsewhere else blocks[0])
+                else:
+                    blocks.append(next(new_ids))
+            return blocks
 
         @rule(prompt=prompts, pair=st.sampled_from(NAMESPACE_PAIRS))
         def one_prompt_in_two_namespaces(self, prompt: tuple[int, ...], pair: tuple[Namespace, Namespace]) -> None:
@@ -313,6 +435,30 @@ def call_machine(
             self.call(lambda: self.pair.insert(prompt, self.fresh_blocks(len(self.cached_blocks_along(prompt, second))), namespace=second))
             self.call(lambda: self.pair.match_prefix(prompt + (0,), namespace=first))
             coverage.note("one prompt in two namespaces")
+
+        @rule(prompt=prompts, count=st.integers(2, 16), seed=st.integers(0, 2**32 - 1))
+        def many_namespaces(self, prompt: tuple[int, ...], count: int, seed: int) -> None:
+            """R12 among dozens of tenants at once: enough for a short digest of the namespace to collide."""
+            self.tenants(prompt, count, seed)
+
+        def tenants(self, prompt: tuple[int, ...], count: int, seed: int, *, then_evict: bool = False) -> None:
+            """One prompt cached in each of ``count`` distinct live namespaces (``namespace_population``), then matched in
+            the first and the last few: a cache that maps namespaces onto fewer slots or values shares it between two.
+            ``then_evict``: then evict everything, one evict of hundreds of leaves, so that the rest of the example
+            does not compare hundreds of nodes after every call."""
+            if "namespaces" not in self.features:
+                return
+            size = self.spec.block_size()
+            prompt = prompt if len(prompt) >= size else prompt + (0,) * size
+            population = namespace_population(count, seed)
+            with self.batched():
+                for space in population:
+                    self.call(lambda: self.pair.insert(prompt, self.fresh_blocks(len(prompt) // size), namespace=space))
+                for space in population[:2] + population[-2:]:
+                    self.call(lambda: self.pair.match_prefix(prompt + (0,), namespace=space))
+            coverage.note_shape(self.pair.snapshot())
+            if then_evict:
+                self.call(lambda: self.pair.evict(10**9))
 
         @rule(prompt=prompts, mistake=st.sampled_from(["tail", "short", "repeat", "cached_elsewhere", "bad_id", "bad_token", "bad_match"]))
         def insert_wrong(self, prompt: tuple[int, ...], mistake: str) -> None:
@@ -431,9 +577,10 @@ def call_machine(
             self.call(lambda: self.pair.evict(width // 3))
 
         @precondition(lambda self: extremes)
-        @rule(times=st.integers(MANY_LOCKS, MANY_LOCKS + 60))
+        @rule(times=st.integers(2**7 + 1, MANY_LOCKS + 60))
         def many_locks(self, times: int) -> None:
-            """Hundreds of requests on one prefix: as many locks on one node, evictions under them, then the unlocks."""
+            """Over a hundred requests on one prefix, past 2^7 (a count in a signed byte): as many locks on one node,
+            evictions under them, then the unlocks."""
             size = self.spec.block_size()
             prompt = (ID_LIMIT - 1,) * (2 * size)
             done = self.call(lambda: self.pair.insert(prompt, [self.spec.block_cached_at(prompt[:size]) or self.fresh_blocks(1)[0], self.fresh_blocks(1)[0]]))
@@ -475,11 +622,21 @@ def engine_machine(
             self.steps = 0
             counts.examples += 1
 
-        @initialize(block_size=st.integers(1, 4), prompt_seed=st.integers(0, 2**16))
-        def start(self, block_size: int, prompt_seed: int) -> None:
-            self.pair = Lockstep(SpecCache(block_size, rules), factory(block_size), observer=counts.coverage.observe)
-            tenants = ENGINE_TENANTS if "namespaces" in features_of(self.pair.target) else (None,)
-            workload = Workload(block_size=block_size, pool_size=pool_size, namespaces=tenants)
+        @initialize(
+            block_size=st.integers(1, 4), prompt_seed=st.integers(0, 2**16), take_every=TAKE_SCHEDULES,
+            tenants=st.one_of(st.integers(1, 8), st.integers(9, 300)), tenant_seed=st.integers(0, 2**32 - 1),
+        )
+        def start(self, block_size: int, prompt_seed: int, take_every: int | None, tenants: int, tenant_seed: int) -> None:
+            self.pair = Lockstep(SpecCache(block_size, rules), factory(block_size), observer=counts.coverage.observe, take_every=take_every)
+            counts.coverage.start_example()
+            counts.coverage.features = features_of(self.pair.target)
+            if "namespaces" in counts.coverage.features:
+                # Half the requests in the default namespace, the rest from a population of tenants, the same system prompts in all.
+                population = tuple(namespace_population(tenants, tenant_seed))
+                spaces: tuple[Namespace, ...] = (None,) * len(population) + population
+            else:
+                spaces = (None,)
+            workload = Workload(block_size=block_size, pool_size=pool_size, namespaces=spaces)
             self.engine = Engine(self.pair, workload, prompt_seed=prompt_seed)
             counts.coverage.note_block_size(block_size)
 
@@ -522,6 +679,8 @@ def engine_machine(
             calls_before = len(self.pair.steps)
             try:
                 self.engine.drain()
+                if not abandoned and sys.exc_info()[1] is None:
+                    self.pair.take_pending()  # the router's last poll
             except AssertionError as failure:
                 raise attach_trace(failure, self.pair, counts)
             finally:

@@ -43,12 +43,18 @@ minute (the planted bug r04: a report after 69 s)."""
 
 
 def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules()) -> Disagreement | None:
-    """Run ``calls`` on a fresh spec (under ``rules``) and a fresh target in lockstep; the first disagreement, or None."""
+    """Run ``calls`` on a fresh spec (under ``rules``) and a fresh target in lockstep; the first disagreement, or None.
+
+    The events are taken where ``calls`` take them (a router polls when it
+    likes: a take may span several calls); calls that take none have them
+    taken after every insert and evict.
+    """
     every = 1 if len(calls) <= SHORT_TRACE else SHORT_TRACE // 4 if len(calls) <= LONG_TRACE else SAMPLED_SNAPSHOTS
-    pair = Lockstep(SpecCache(block_size, rules), target(block_size), snapshot_every=every, target_factory=target)
+    takes_recorded = any(call.op == TAKE_EVENTS.op for call in calls)
+    pair = Lockstep(
+        SpecCache(block_size, rules), target(block_size), snapshot_every=every, target_factory=target, take_every=None if takes_recorded else 1
+    )
     for call in calls:
-        if pair.events and call.op == TAKE_EVENTS.op:
-            continue  # the lockstep takes the events itself, after every insert and evict
         try:
             pair.perform(call)
         except Disagreement as disagreement:
@@ -164,11 +170,10 @@ def minimise(
     every kept run is cut just after its disagreement.  Stops improving after
     ``time_budget`` seconds and returns the best found so far.
     """
-    calls = [call for call in calls if call.op != TAKE_EVENTS.op]  # the lockstep makes them again where they belong
     found = first_disagreement(block_size, calls, target, rules)
     if found is None:
         raise DoesNotReproduce("the calls do not make the target disagree with the spec")
-    best = list(calls[: driven_calls(found)])
+    best = list(calls[: replayed_calls(calls, found)])
     if len(best) > LONG_TRACE:
         return best, found  # each replay would cost seconds: the calls up to the disagreement are the counterexample
     deadline = time.monotonic() + time_budget
@@ -181,10 +186,18 @@ def minimise(
         if disagreement is None:
             return None
         found = disagreement
-        return candidate[: driven_calls(disagreement)]
+        return candidate[: replayed_calls(candidate, disagreement)]
 
     best = delta_debug(best, still_fails, deadline)
     return best, found
+
+
+def replayed_calls(calls: Sequence[Call], disagreement: Disagreement) -> int:
+    """How many of ``calls`` ``first_disagreement`` made up to the disagreement: all its steps when ``calls`` take
+    the events themselves, else the steps less the takes the lockstep made."""
+    if any(call.op == TAKE_EVENTS.op for call in calls):
+        return len(disagreement.trace.steps)
+    return driven_calls(disagreement)
 
 
 def driven_calls(disagreement: Disagreement) -> int:
@@ -197,7 +210,7 @@ def calls_count(calls: int) -> str:
 
 
 def takes_note(takes: int) -> str:
-    return f" (and {takes} take_events the lockstep made after inserts and evicts)" if takes else ""
+    return f" (and {takes} take_events)" if takes else ""
 
 
 def counterexample_trace(block_size: int, calls: Sequence[Call], disagreement: Disagreement, title: str, reproduce: str) -> Trace:

@@ -32,8 +32,9 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from spec.api import CacheFactory, Rules, TargetFailure
 from prefixspec.formats.trace import Trace
-from prefixspec.running.coverage import REQUIRED, Coverage
+from prefixspec.running.coverage import Coverage, required_events
 from prefixspec.running.golden import golden_trace
+from prefixspec.running.long_node import LONG_NODE_CALLS, LongNodeDisagreement, check_long_node
 from prefixspec.running.machines import (
     CALLS_PER_EXAMPLE,
     ENGINE_STEPS_PER_EXAMPLE,
@@ -137,7 +138,7 @@ def run_call_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
     common = plan.machine_settings()
     chosen = settings(common, stateful_step_count=CALLS_PER_EXAMPLE, max_examples=call_machine_examples(common.max_examples))
     stage = run_machine("call machine", call_machine(target, tally, plan.rules), tally, chosen, target, plan)
-    return require_coverage(stage, plan)
+    return require_coverage(stage, plan, tally.coverage.features)
 
 
 def run_engine_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
@@ -152,12 +153,15 @@ def run_engine_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
     if stage.passed and stage.steps_per_example and min(stage.steps_per_example) < plan.min_engine_steps:
         stage.passed = False
         stage.failure = f"an example ran only {min(stage.steps_per_example)} engine steps, short of {plan.min_engine_steps}"
-    return require_coverage(stage, plan)
+    return require_coverage(stage, plan, tally.coverage.features)
 
 
-def require_coverage(stage: StageResult, plan: RunPlan) -> StageResult:
-    """A passing stage that never reached an event its profile must reach fails, naming the events."""
-    missing = [name for name in REQUIRED.get(stage.name, ()) if not stage.events.get(name)]
+def require_coverage(stage: StageResult, plan: RunPlan, features: frozenset[str] | None = None) -> StageResult:
+    """A passing stage that never reached an event its profile must reach fails, naming the events.
+
+    With ``features``, the target's optional ones: events only a cache with namespaces or events can reach are
+    not required of one without."""
+    missing = [name for name in required_events(stage.name, features) if not stage.events.get(name)]
     stage.missing_events = missing
     # A run shortened with --steps promises less than the profile: its engine examples are not held to it.
     shortened = stage.name == "engine machine" and plan.min_engine_steps < ENGINE_STEPS_PER_EXAMPLE
@@ -172,12 +176,29 @@ def run_extremes(target: CacheFactory, plan: RunPlan) -> StageResult:
 
     As many examples as the profile's engine machine, of EXTREME_STEPS rules
     each: every such rule makes hundreds of calls, its snapshots compared once at its end.
+
+    Before them, once, one node of 2^16+ blocks split past 2^16 (``long_node``): too big for a Hypothesis example
+    (the spec holds it only at a coarser block size), so it runs as fixed calls, its place drawn from the seed.
     """
+    started = time.perf_counter()
+    try:
+        reached = check_long_node(target, plan.rules, base=(plan.seed or 0) % 2**32, past=1 + (plan.seed or 0) % 2)
+    except TargetFailure as failure:
+        return aborted_stage(StageResult("extremes", False, 0.0), started, failure)
+    except LongNodeDisagreement as disagreement:
+        stage = StageResult("extremes", False, 0.0, examples=1, calls=len(disagreement.calls))
+        stage.failure = str(disagreement)
+        stage.rule = disagreement.rule
+        stage.seconds = stage.seconds_to_failure = stage.seconds_to_report = time.perf_counter() - started
+        return stage
     tally = RunTally(progress=Progress(plan.progress, "extremes"))
+    tally.coverage.note_many(reached)
+    tally.calls += LONG_NODE_CALLS
     common = plan.machine_settings()
     chosen = settings(common, stateful_step_count=EXTREME_STEPS, max_examples=common.max_examples)
     stage = run_machine("extremes", call_machine(target, tally, plan.rules, extremes=True), tally, chosen, target, plan)
-    return require_coverage(stage, plan)
+    stage.seconds = time.perf_counter() - started
+    return require_coverage(stage, plan, tally.coverage.features)
 
 
 GROWTH_BUDGET = 20.0

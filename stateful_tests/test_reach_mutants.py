@@ -1,0 +1,81 @@
+"""The second round of reach (issue 21): each planted bug of its kinds is caught by the ci check, briefly.
+
+Tenants by the hundreds (a table of 256 slots, an 8-bit digest), events taken as a router polls (a batch
+reordered by kind, pending events dropped on an error path), one node of 2^16+ blocks (an offset inside a node
+in 16 bits) and passed-back ids in any mix (spot-checked, or handed back wrong).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from prefixspec.commands.main import main
+from prefixspec.formats.trace import read_trace
+from prefixspec.running.stages import RunPlan, run_stage
+from prefixspec.targets.mutants import DEFAULT_CATALOGUE, Catalogue, load_mutant, read_catalogue
+
+CAUGHT_BY_THE_CALL_MACHINE = {
+    "n06": "R12",
+    "e04": "R13",
+    "e05": "R13",
+    "p01": "R5",
+    "p02": "R5",
+}
+"""The planted bugs the call machine catches, with the rule its minimised counterexample breaks."""
+
+
+@pytest.fixture(scope="module")
+def catalogue() -> Catalogue:
+    return read_catalogue(DEFAULT_CATALOGUE)
+
+
+@pytest.mark.parametrize("mutant_id", CAUGHT_BY_THE_CALL_MACHINE)
+def test_each_is_caught_by_the_call_machine_with_a_short_replayable_counterexample(
+    mutant_id: str, catalogue: Catalogue, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    factory = load_mutant(catalogue, catalogue.mutant(mutant_id))
+    stage = run_stage("call machine", factory, replace(RunPlan.of_profile("ci"), out_dir=tmp_path))
+    assert not stage.passed and stage.counterexample, f"{mutant_id} survived the call machine"
+    trace = read_trace(stage.counterexample)
+    assert 1 <= len(trace.driven_steps()) <= 6, f"{mutant_id}: {len(trace.driven_steps())} calls"
+    assert CAUGHT_BY_THE_CALL_MACHINE[mutant_id] in stage.rule, f"{mutant_id}: {stage.rule}"
+    assert main(["replay", stage.counterexample, "--target", f"{DEFAULT_CATALOGUE}#{mutant_id}"]) == 1, mutant_id
+    assert main(["replay", stage.counterexample, "--target", "impl:RadixCache"]) == 0, mutant_id
+    capsys.readouterr()
+
+
+def test_a_batch_reordered_by_kind_needs_a_take_that_spans_an_evict_and_an_insert(catalogue: Catalogue, tmp_path: Path) -> None:
+    """e04 agrees with the spec whenever every take holds one call's events: its counterexample takes across calls."""
+    factory = load_mutant(catalogue, catalogue.mutant("e04"))
+    stage = run_stage("call machine", factory, replace(RunPlan.of_profile("ci"), out_dir=tmp_path))
+    steps = read_trace(stage.counterexample).steps
+    since_take = 0
+    spans = []
+    for step in steps:
+        if step.call.op == "take_events":
+            spans.append(since_take)
+            since_take = 0
+        elif step.call.op in ("insert", "evict"):
+            since_take += 1
+    assert max(spans) >= 2, [step.call.text() for step in steps]
+
+
+def test_a_node_of_2_16_blocks_cut_at_a_16_bit_offset_is_caught_at_its_first_split(catalogue: Catalogue) -> None:
+    factory = load_mutant(catalogue, catalogue.mutant("r09"))
+    stage = run_stage("extremes", factory, RunPlan.of_profile("ci"))
+    assert not stage.passed
+    assert stage.calls == 2 and "split by insert" in stage.failure and stage.rule.startswith("R4"), stage.failure
+
+
+def test_a_table_of_256_tenant_slots_is_caught_by_the_extremes_with_257_namespaces(catalogue: Catalogue, tmp_path: Path) -> None:
+    """Its counterexample needs a namespace for every slot: 256 first uses and the 257th that shares the first's."""
+    factory = load_mutant(catalogue, catalogue.mutant("n05"))
+    stage = run_stage("extremes", factory, replace(RunPlan.of_profile("ci"), out_dir=tmp_path, report_within=5.0))
+    assert not stage.passed and stage.counterexample, stage.failure
+    driven = read_trace(stage.counterexample).driven_steps()
+    spaces = {step.call.namespace for step in driven if step.call.namespace is not None}
+    assert len(spaces) >= 257 and len(driven) >= 257
+    assert stage.rule.startswith("R12"), stage.rule
