@@ -77,7 +77,8 @@ class RunPlan:
     require_coverage: bool = False
     """Fail a stage that never reached an event of ``coverage.REQUIRED`` (the named profiles do; a caller's few examples need not)."""
     scale_budget: float = SCALE_BUDGET
-    """Seconds the scale stage may take; a cache whose calls would take it past them is stopped with how its calls grow."""
+    """CPU seconds the scale stage may take (``scale.SCALE_BUDGET``); a cache whose calls would take it past them is
+    stopped with how its calls grow."""
     announce: Callable[[str, StageResult | None], None] | None = None
     """Told each stage's name as it starts (with None) and its result as it ends: a supervised run's parent learns what finished."""
 
@@ -208,6 +209,7 @@ GROWTH_BUDGET = 20.0
 def run_scale_stage(target: CacheFactory, plan: RunPlan) -> StageResult:
     """One cache of thousands of blocks past a 16-bit count of uses (``scale``), after a probe of how its calls grow."""
     started = time.perf_counter()
+    cpu_started = time.process_time()
     coverage = Coverage()
     stage = StageResult("scale", True, 0.0, examples=1)
     try:
@@ -219,7 +221,7 @@ def run_scale_stage(target: CacheFactory, plan: RunPlan) -> StageResult:
             stage.failure = verdict
             stage.seconds = stage.seconds_to_failure = time.perf_counter() - started
             return stage
-        left = plan.scale_budget - (time.perf_counter() - started)
+        left = plan.scale_budget - (time.process_time() - cpu_started)
         run = run_scale(target, plan.rules, coverage, seed=plan.seed or 0, budget=left)
         stage.calls, stage.engine_steps = run.calls, run.engine_steps
     except TargetFailure as failure:
