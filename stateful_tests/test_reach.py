@@ -215,8 +215,8 @@ def test_the_extremes_stage_reaches_hundreds_of_live_namespaces() -> None:
 
 
 def test_events_of_a_feature_the_target_lacks_are_not_required_of_it() -> None:
-    assert MIXED_BATCH in required_events("call machine", None)
-    assert MIXED_BATCH in required_events("call machine", {"events"})
-    plain = required_events("call machine", frozenset())
+    assert MIXED_BATCH in required_events("call machine", Rules(), None)
+    assert MIXED_BATCH in required_events("call machine", Rules(), {"events"})
+    plain = required_events("call machine", Rules(), frozenset())
     assert MIXED_BATCH not in plain and STRADDLING_BATCH not in plain and "split by match" in plain
-    assert f"{MANY_TENANTS}+ live namespaces" not in required_events("extremes", {"events"})
+    assert f"{MANY_TENANTS}+ live namespaces" not in required_events("extremes", Rules(), {"events"})

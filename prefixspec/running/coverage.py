@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 
 from hypothesis import event as hypothesis_event
 
-from spec.api import ERROR_TYPES, ID_LIMIT, Inserted, Snapshot
+from spec.api import ERROR_TYPES, ID_LIMIT, Inserted, Rules, Snapshot
 from prefixspec.vocabulary import Call
 
 BOUNDARIES = (2**7, 2**8, 2**15, 2**16, 2**31, ID_LIMIT - 1)
@@ -43,6 +43,9 @@ MOST_NAMESPACES = "most live namespaces"
 """Not a count: the largest number of distinct namespaces (the default one aside) cached at once."""
 MIXED_BATCH = "events batch mixes stores and removals"
 STRADDLING_BATCH = "events batch straddles a refusal"
+
+COPY_KEPT = "copy of a cached position kept"
+LEAF_CUT = "leaf cut"
 
 REQUIRED: dict[str, tuple[str, ...]] = {
     "call machine": (
@@ -107,12 +110,6 @@ NEEDS_FEATURE: dict[str, str] = {
     f"{MANY_TENANTS}+ live namespaces": "namespaces",
 }
 """Required events that only a cache offering the optional feature (R12 namespaces, R13 events) can reach."""
-
-
-def required_events(stage: str, features: Iterable[str] | None) -> list[str]:
-    """The events ``stage`` must reach on a target offering ``features`` (None: not known, all of them)."""
-    offered = None if features is None else set(features)
-    return [name for name in REQUIRED.get(stage, ()) if offered is None or NEEDS_FEATURE.get(name, "") in offered | {""}]
 
 
 class Coverage:
@@ -228,6 +225,8 @@ class Coverage:
                 self.note("split by insert")
             if isinstance(value, Inserted) and value.duplicates:
                 self.note("duplicates handed back")
+            if copies_held(after) > copies_held(before):
+                self.note(COPY_KEPT)
         elif call.op == "evict":
             self.observe_evict(call, before, after)
         elif call.op == "lock":
@@ -259,11 +258,39 @@ class Coverage:
             self._several_leaves_since_take = True
         if any(len(view.blocks) > 1 for view in removed):
             self.note("multi-block leaf evicted")
+        before_places = set(prefixes_of(before))
+        if any((view.namespace, view.prefix) not in before_places and any(
+            old.namespace == view.namespace and old.prefix[: len(view.prefix)] == view.prefix for old in removed
+        ) for view in after.nodes):
+            self.note(LEAF_CUT)
         prefixes = [(view.namespace, view.prefix) for view in before.nodes]
         for view in removed:
             if any(space == view.namespace and len(other) > len(view.prefix) and other[: len(view.prefix)] == view.prefix for space, other in prefixes):
                 self.note("parent became a leaf within one evict")
                 break
+
+
+def prefixes_of(snapshot: Snapshot) -> list[tuple[object, tuple[int, ...]]]:
+    return [(view.namespace, view.prefix) for view in snapshot.nodes]
+
+
+def copies_held(snapshot: Snapshot) -> int:
+    """R5 ``dup=keep``: the further copies the snapshot's positions hold."""
+    return sum(len(copies) for view in snapshot.nodes for copies in view.copies)
+
+
+def required_events(stage: str, rules: Rules, features: Iterable[str] | None = None) -> list[str]:
+    """The events a ``ci`` run of ``stage`` must reach under ``rules``, on a target offering ``features`` (None: not
+    known, all of them): under ``dup=keep`` no duplicate is ever handed back, a copy is kept instead (R5); under
+    ``unit=block`` a leaf must also be cut (R8); events only a cache with namespaces or events can reach are not
+    required of one without."""
+    events = list(REQUIRED.get(stage, ()))
+    if rules.dup == "keep":
+        events = [COPY_KEPT if name == "duplicates handed back" else name for name in events]
+    if rules.unit == "block" and "multi-block leaf evicted" in events:
+        events.append(LEAF_CUT)
+    offered = None if features is None else set(features)
+    return [name for name in events if offered is None or NEEDS_FEATURE.get(name, "") in offered | {""}]
 
 
 def tree_shape(snapshot: Snapshot) -> tuple[int, int, int]:

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from spec.api import Rules
+from spec.api import RULE_FIELDS, Rules
 from prefixspec.running.machines import RunTally
 
 
@@ -67,7 +67,7 @@ class CheckReport:
     def summary(self) -> str:
         lines = [
             f"prefixspec check {self.target} (profile {self.profile}{'' if self.seed is None else f', seed {self.seed}'}, "
-            f"rules {self.rules.name}: use={self.rules.use}, evict={self.rules.evict})"
+            f"rules {self.rules.name}: {self.rules.text})"
         ]
         for stage in self.stages:
             detail = f"{stage.examples} examples, {stage.calls:,} calls ({stage.calls / max(stage.seconds, 1e-9):,.0f} calls/s)"
@@ -104,7 +104,7 @@ class CheckReport:
             "target": self.target,
             "profile": self.profile,
             "seed": self.seed,
-            "rules": {"name": self.rules.name, "use": self.rules.use, "evict": self.rules.evict},
+            "rules": {"name": self.rules.name, **{field.key: self.rules.variant(field.key) for field in RULE_FIELDS}},
             "result": "passed" if self.passed else "failed",
             "stages": [
                 {
@@ -132,6 +132,21 @@ class CheckReport:
                 for stage in self.stages
             ],
         }
+
+
+FLAKY = (
+    "the cache answered the same calls differently on two runs (Hypothesis: FlakyFailure): its answers depend on "
+    "something besides its calls (time, randomness, state shared between caches, a stale process)."
+)
+
+
+def flaky_failure(first: BaseException, traces: list[str], written: str) -> str:
+    """The report of a target that failed a run of calls and then passed the same calls: it says so, with the calls."""
+    lines = [FLAKY, f"The run that failed: {type(first).__name__}: {str(first).splitlines()[0] if str(first) else ''}"]
+    if traces:
+        lines.append(f"Its calls ({len(traces[0].splitlines())} lines) are in {written}; replayed, they may pass or fail:")
+        lines.extend(f"  {line}" for line in traces[0].splitlines()[:40])
+    return "\n".join(lines)
 
 
 class Progress:

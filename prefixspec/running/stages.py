@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
-from hypothesis.errors import HypothesisException
+from hypothesis.errors import FlakyFailure, HypothesisException
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
@@ -44,9 +44,9 @@ from prefixspec.running.machines import (
     engine_bursts,
     engine_machine,
 )
-from prefixspec.running.profiles import PROFILES, profile_settings
-from prefixspec.running.report import CheckReport, Progress, StageResult
 from prefixspec.running.growth import probe_growth
+from prefixspec.running.profiles import PROFILES, profile_settings
+from prefixspec.running.report import CheckReport, Progress, StageResult, flaky_failure
 from prefixspec.running.scale import SCALE_BUDGET, StageTooSlow, run_scale, too_slow
 from prefixspec.running.shrink import DoesNotReproduce, counterexample_trace, first_disagreement, minimise
 
@@ -158,11 +158,11 @@ def run_engine_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
 
 
 def require_coverage(stage: StageResult, plan: RunPlan, features: frozenset[str] | None = None) -> StageResult:
-    """A passing stage that never reached an event its profile must reach fails, naming the events.
+    """A passing stage that never reached an event its profile must reach (under its rules) fails, naming the events.
 
     With ``features``, the target's optional ones: events only a cache with namespaces or events can reach are
     not required of one without."""
-    missing = [name for name in required_events(stage.name, features) if not stage.events.get(name)]
+    missing = [name for name in required_events(stage.name, plan.rules, features) if not stage.events.get(name)]
     stage.missing_events = missing
     # A run shortened with --steps promises less than the profile: its engine examples are not held to it.
     shortened = stage.name == "engine machine" and plan.min_engine_steps < ENGINE_STEPS_PER_EXAMPLE
@@ -394,6 +394,26 @@ def target_failure_in(error: BaseException) -> TargetFailure | None:
     return None
 
 
+def report_flaky(stage: StageResult, failure: FlakyFailure, plan: RunPlan) -> None:
+    """A target that failed some calls and passed them when Hypothesis ran them again: the calls, unminimised
+    (delta debugging replays them, and replays prove nothing of such a target), written as they ran."""
+    inner = [error for error in failure.exceptions if isinstance(getattr(error, "prefixspec_trace", None), Trace)]
+    first = inner[0] if inner else failure.exceptions[0] if failure.exceptions else failure
+    texts: list[str] = []
+    written = "no trace (the failure recorded no calls)"
+    if inner:
+        trace = cast(Trace, getattr(inner[0], "prefixspec_trace"))
+        plan.out_dir.mkdir(parents=True, exist_ok=True)
+        path = plan.out_dir / f"{stage.name.replace(' ', '_')}.flaky.trace"
+        path.write_text(trace.text(), encoding="utf-8")
+        texts.append(trace.text())
+        written = str(path)
+        stage.counterexample = str(path)
+        stage.counterexample_calls = len(trace.steps)
+    stage.rule = "not reproducible: the same calls answered differently"
+    stage.failure = flaky_failure(first, texts, written)
+
+
 def run_machine(
     name: str,
     machine: type[RuleBasedStateMachine],
@@ -424,6 +444,11 @@ def run_machine(
         except TargetFailure as error:
             return aborted_stage(tally_stage(name, tally), started, error)
     stage = tally_stage(name, tally, passed=failure is None)
+    if isinstance(failure, FlakyFailure):
+        stage.seconds_to_failure = tally.first_failure_seconds or (time.perf_counter() - started)
+        report_flaky(stage, failure, plan)
+        stage.seconds = time.perf_counter() - started
+        return stage
     if failure is not None:
         stage.seconds_to_failure = tally.first_failure_seconds or (time.perf_counter() - started)
         stage.failure = f"{type(failure).__name__}: {failure}".strip()
