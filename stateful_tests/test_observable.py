@@ -227,7 +227,7 @@ UNIFIED_POLICIES: list[tuple[Policy, Literal["fresh", "inherit"], str]] = [
 
 def short_plan(preset: str) -> RunPlan:
     plan = replace(RunPlan.of_profile("ci"), rules=RULE_PRESETS[preset])
-    return replace(plan, base=settings(plan.base, max_examples=40))
+    return replace(plan, base=settings(plan.base, max_examples=12))
 
 
 def test_the_counter_tree_orders_a_split_unlike_the_spec_and_agrees_on_what_calls_observe() -> None:
