@@ -13,8 +13,12 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
+import os
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
 from typing import Literal
 
 import pytest
@@ -35,13 +39,22 @@ from stateful_tests.counter_tree import CounterTree, Policy
 
 @st.composite
 def trees_and_two_orders(draw: st.DrawFn) -> tuple[list[NodeView], list[NodeView]]:
-    """A random forest of up to 9 nodes at block size 1 (node i below node parents[i]), in two random orders."""
+    """A random forest of up to 9 nodes at block size 1 (node i below node parents[i]), its top nodes in the
+    namespaces None, 0 and "0" (R12: equal tokens in two namespaces are two roots), in two random orders."""
     count = draw(st.integers(1, 9))
     prefixes: list[tuple[int, ...]] = []
+    spaces: list[None | int | str] = []
     for index in range(count):
         parent = draw(st.integers(-1, index - 1))
-        prefixes.append((prefixes[parent] if parent >= 0 else ()) + (100 + index,))
-    views = [NodeView(prefix, (index,), 0) for index, prefix in enumerate(prefixes)]
+        if parent >= 0:
+            prefixes.append(prefixes[parent] + (100 + index,))
+            spaces.append(spaces[parent])
+        else:  # the k-th top node of its namespace starts with 100 + k: equal tokens in other namespaces
+            space = draw(st.sampled_from([None, 0, "0"]))
+            tops = sum(1 for other, prefix in zip(spaces, prefixes) if len(prefix) == 1 and type(other) is type(space) and other == space)
+            prefixes.append((100 + tops,))
+            spaces.append(space)
+    views = [NodeView(prefix, (index,), 0, space) for index, (prefix, space) in enumerate(zip(prefixes, spaces))]
     return draw(st.permutations(views)), draw(st.permutations(views))
 
 
@@ -72,7 +85,14 @@ def naive_walk(order: list[NodeView]) -> list[NodeView]:
     left = list(order)
     walk: list[NodeView] = []
     while left:
-        first = next(view for view in left if not any(other != view and other.prefix[: len(view.prefix)] == view.prefix for other in left))
+        first = next(
+            view
+            for view in left
+            if not any(
+                other != view and repr(other.namespace) == repr(view.namespace) and other.prefix[: len(view.prefix)] == view.prefix
+                for other in left
+            )
+        )
         walk.append(first)
         left.remove(first)
     return walk
@@ -367,3 +387,37 @@ def test_an_unordered_cache_is_checked_by_what_evict_frees() -> None:
     assert run_stage("call machine", Unordered, plan).passed
     failed = run_stage("call machine", functools.partial(Unordered, wrong_evict=True), plan)
     assert not failed.passed and failed.rule.startswith("R8"), failed.failure
+
+
+# ------------------------------------------------------------------------ SGLang's own strategy
+
+SGLANG_SOURCE = Path(os.environ.get("PREFIXSPEC_SGLANG_SRC", "/work/src/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64/sglang"))
+
+
+def sglang_strategies() -> ModuleType:
+    """SGLang's ``mem_cache/evict_policy.py``, loaded alone (it needs nothing but the standard library); skip without it."""
+    path = SGLANG_SOURCE / "srt" / "mem_cache" / "evict_policy.py"
+    if not path.is_file():
+        pytest.skip(f"SGLang's source is not at {SGLANG_SOURCE} (set PREFIXSPEC_SGLANG_SRC)")
+    loader = importlib.util.spec_from_file_location("sglang_evict_policy", path)
+    assert loader is not None and loader.loader is not None
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("threshold", [1, 2, 3, 5])
+def test_slru_orders_leaves_as_sglangs_own_strategy(threshold: int) -> None:
+    """R8 slru:N against ``SLRUStrategy(protected_threshold=N).get_priority`` on leaves of every hit count and age."""
+    strategy = sglang_strategies().SLRUStrategy(threshold)
+    spec = SpecCache(1, Rules("path", "slru", slru_threshold=threshold))
+    leaves: list[tuple[int, int]] = []  # (first token, hits), made in this order: older leaves first
+    for token, hits in enumerate([0, 3, 1, 6, 2, 5, 4, 1, 2, 0], start=1):
+        for _ in range(max(hits, 1)):
+            spec.insert([token], [token])
+        if hits == 0:
+            spec.match_prefix([token, 0])  # a use, not a hit: one hit from the insert stays
+        leaves.append((token, max(hits, 1)))
+    last_use = {token: index for index, (token, _) in enumerate(leaves)}  # re-inserting in order keeps this order
+    theirs = sorted(leaves, key=lambda leaf: strategy.get_priority(SimpleNamespace(hit_count=leaf[1], last_access_time=float(last_use[leaf[0]]))))
+    assert spec.evict(10**9) == [token for token, _ in theirs]
