@@ -52,3 +52,15 @@ def strict_cut(block_size: int) -> RadixCache:
 def sglang_lfu_cut(block_size: int) -> RadixCache:
     """sglang-lfu but R8's block granularity: no preset."""
     return RadixCache(block_size, Rules("path+split-tail", "lfu", "block"))
+
+
+def sglang_slru(block_size: int) -> RadixCache:
+    return RadixCache(block_size, RULE_PRESETS["sglang-slru"])
+
+
+def sglang_unified_fifo(block_size: int) -> RadixCache:
+    return RadixCache(block_size, RULE_PRESETS["sglang-unified-fifo"])
+
+
+def sglang_unified_filo(block_size: int) -> RadixCache:
+    return RadixCache(block_size, RULE_PRESETS["sglang-unified-filo"])

@@ -258,7 +258,7 @@ CacheFactory = Callable[[int], PrefixCache]
 UseRule = Literal["path", "path+split-tail", "release"]
 """R7: what a match or insert uses (see ``Rules``)."""
 
-EvictRule = Literal["lru", "lfu", "fifo", "mru", "filo"]
+EvictRule = Literal["lru", "lfu", "fifo", "mru", "filo", "slru"]
 """R8: which unpinned leaf goes first (see ``Rules``)."""
 
 UnitRule = Literal["leaf", "block"]
@@ -266,6 +266,12 @@ UnitRule = Literal["leaf", "block"]
 
 DupRule = Literal["refuse", "keep"]
 """R5: what becomes of a block offered at a position already cached (see ``Rules``)."""
+
+SplitRule = Literal["fresh", "inherit"]
+"""R4: the creation stamp of a split's upper node (see ``Rules``)."""
+
+SLRU_DEFAULT_THRESHOLD = 2
+"""R8 ``slru``: the hits at which a node becomes protected, SGLang 0.5.23's default (``SLRUStrategy(protected_threshold=2)``)."""
 
 
 @dataclass(frozen=True)
@@ -292,14 +298,17 @@ class RuleField:
 
 RULE_FIELDS: tuple[RuleField, ...] = (
     RuleField("use", "R7", ("path", "path+split-tail", "release"), "what a call uses, and when a block was last used"),
-    RuleField("evict", "R8", ("lru", "lfu", "fifo", "mru", "filo"), "which unpinned leaf goes first"),
+    RuleField("evict", "R8", ("lru", "lfu", "fifo", "mru", "filo", "slru"), "which unpinned leaf goes first (slru:N, protected from N hits)"),
     RuleField("unit", "R8", ("leaf", "block"), "whole leaves, or exactly n blocks cut from a leaf's tail"),
     RuleField("dup", "R5", ("refuse", "keep"), "a block offered at a cached position: handed back, or cached too"),
+    RuleField("split", "R4", ("fresh", "inherit"), "a split's upper node: stamped at its creation, or with the creation of the node it splits"),
 )
-"""The fields of a rule set, in the order texts write them; ``spec/README.md`` states each variant under its rule."""
+"""The fields of a rule set, in the order texts write them; ``spec/README.md`` states each variant under its rule.
+``slru``'s threshold is a parameter of its variant (``evict=slru:3``), not a field of its own."""
 
 USE_RULES: tuple[UseRule, ...] = ("path", "path+split-tail", "release")
-EVICT_RULES: tuple[EvictRule, ...] = ("lru", "lfu", "fifo", "mru", "filo")
+EVICT_RULES: tuple[EvictRule, ...] = ("lru", "lfu", "fifo", "mru", "filo", "slru")
+SPLIT_RULES: tuple[SplitRule, ...] = ("fresh", "inherit")
 
 RULE_REQUIREMENTS: tuple[tuple[str, str, str, str, str], ...] = (
     ("use", "release", "unit", "block", "a block's recency is its own (when it was last released), so blocks go one at a time"),
@@ -321,13 +330,19 @@ class Rules:
       that left it unpinned, a call's blocks tail first (vLLM).
     - ``evict`` (R8): ``lru`` (oldest last use first), ``lfu`` (fewest hits,
       then oldest last use), ``fifo`` (oldest creation, then oldest last use),
-      ``mru`` (newest last use), ``filo`` (newest creation, then oldest last use).
+      ``mru`` (newest last use), ``filo`` (newest creation, then oldest last use),
+      ``slru`` (unprotected before protected, a node being protected from
+      ``slru_threshold`` hits on; then oldest last use).
     - ``unit`` (R8): ``leaf``, whole leaves until at least n blocks are freed;
       ``block``, exactly n blocks (or all the unpinned ones), a leaf cut from
       its tail one block at a time (vLLM).
     - ``dup`` (R5): ``refuse``, a different id offered at a cached position is
       handed back as a duplicate; ``keep``, it is cached too, another copy of
       that position's block (vLLM).
+    - ``split`` (R4): ``fresh``, a split's upper node is stamped with its
+      creation; ``inherit``, it takes the creation stamp of the node it splits
+      (SGLang's UnifiedRadixCache).
+    - ``slru_threshold`` (R8 ``slru`` only): the hits that protect a node.
 
     ``RULE_FIELDS`` lists the fields and ``RULE_REQUIREMENTS`` the variants that
     need another; ``spec/README.md`` states each under its rule; the default is
@@ -338,11 +353,22 @@ class Rules:
     evict: EvictRule = "lru"
     unit: UnitRule = "leaf"
     dup: DupRule = "refuse"
+    split: SplitRule = "fresh"
+    slru_threshold: int = SLRU_DEFAULT_THRESHOLD
 
     def __post_init__(self) -> None:
         problem = rules_problem({field.key: getattr(self, field.key) for field in RULE_FIELDS})
         if problem:
             raise ValueError(problem)
+        if self.slru_threshold < 1:
+            raise ValueError(f"slru_threshold must be at least 1, got {self.slru_threshold}")
+
+    @property
+    def evict_text(self) -> str:
+        """``evict`` as rules text writes it: ``slru:N`` for a threshold other than the default."""
+        if self.evict == "slru" and self.slru_threshold != SLRU_DEFAULT_THRESHOLD:
+            return f"slru:{self.slru_threshold}"
+        return self.evict
 
     def variant(self, key: str) -> str:
         """The variant this rule set picks for the field ``key`` of ``RULE_FIELDS``."""
@@ -351,12 +377,17 @@ class Rules:
 
     def with_variant(self, key: str, value: str) -> Rules:
         """This rule set with field ``key`` set to ``value`` (ValueError when the combination has no meaning)."""
-        return Rules(**{field.key: (value if field.key == key else self.variant(field.key)) for field in RULE_FIELDS})  # type: ignore[arg-type]  # values are checked by __post_init__
+        chosen = {field.key: (value if field.key == key else self.variant(field.key)) for field in RULE_FIELDS}
+        return Rules(**chosen, slru_threshold=self.slru_threshold)  # type: ignore[arg-type]  # values are checked by __post_init__
 
     @property
     def text(self) -> str:
         """``use=U,evict=E`` and every other field that is not strict's, as ``parse_rules`` reads it."""
-        words = [f"{field.key}={self.variant(field.key)}" for field in RULE_FIELDS if field.key in ("use", "evict") or self.variant(field.key) != field.default]
+        words = [
+            f"{field.key}={self.evict_text if field.key == 'evict' else self.variant(field.key)}"
+            for field in RULE_FIELDS
+            if field.key in ("use", "evict") or self.variant(field.key) != field.default
+        ]
         return ",".join(words)
 
     @property
@@ -391,30 +422,44 @@ RULE_PRESETS: dict[str, Rules] = {
     "sglang-fifo": Rules("path+split-tail", "fifo"),
     "sglang-mru": Rules("path+split-tail", "mru"),
     "sglang-filo": Rules("path+split-tail", "filo"),
+    "sglang-slru": Rules("path+split-tail", "slru"),
+    "sglang-unified-fifo": Rules("path+split-tail", "fifo", split="inherit"),
+    "sglang-unified-filo": Rules("path+split-tail", "filo", split="inherit"),
     "vllm": Rules("release", "lru", "block", "keep"),
 }
-"""The named rule sets: ``strict`` (the default); SGLang 0.5.23's RadixCache under each of its
-eviction strategies that needs no new call argument (``priority`` needs an insert argument; ``slru``
-and ``tlru`` take configuration); vLLM 0.32.0's automatic prefix caching (``BlockPool`` and its free
-queue, ``vllm/v1/core/block_pool.py``)."""
+"""The named rule sets: ``strict`` (the default); SGLang 0.5.23's RadixCache (``sglang``...) under each
+eviction strategy that needs no new call argument, and its UnifiedRadixCache where it differs: only
+``fifo`` and ``filo`` key by creation, so only they see R4's ``split=inherit`` (under lru, lfu, mru and
+slru the unified cache follows the RadixCache presets).  ``slru`` is at SGLang's default threshold (2);
+another is ``evict=slru:N``.  The server accepts lru, lfu, slru, priority and tlru; ``fifo``, ``mru``
+and ``filo`` exist only inside the library.  ``priority`` needs a priority argument of insert (with
+every priority 0 its key is lru's), and ``tlru`` takes configuration: neither has a preset
+(spec/README.md, Rule sets).  ``vllm`` is vLLM 0.32.0's automatic prefix caching (``BlockPool`` and
+its free queue, ``vllm/v1/core/block_pool.py``)."""
 
 
 def parse_rules(text: str) -> Rules:
     """A preset's name, or ``key=value`` pairs joined by commas (``use=release,evict=lru,unit=block,dup=keep``;
-    a field left out is strict's); ValueError naming what is wrong."""
+    a field left out is strict's; ``evict=slru:N`` gives slru's threshold); ValueError naming what is wrong."""
     if text in RULE_PRESETS:
         return RULE_PRESETS[text]
     keys = {field.key: field for field in RULE_FIELDS}
     shape = ",".join(f"{field.key}={field.key[0].upper()}" for field in RULE_FIELDS)
     chosen: dict[str, str] = {}
+    threshold = SLRU_DEFAULT_THRESHOLD
     for part in text.split(","):
         key, equals, value = part.strip().partition("=")
         if not equals or key not in keys or key in chosen:
             raise ValueError(f"rules {text!r}: give a preset ({', '.join(RULE_PRESETS)}) or {shape} (any may be left out)")
+        if key == "evict" and value.startswith("slru:"):
+            count = value.removeprefix("slru:")
+            if not (count.isascii() and count.isdigit()) or int(count) < 1:
+                raise ValueError(f"rules {text!r}: slru takes a threshold of hits, slru:N with N >= 1, got {value!r}")
+            value, threshold = "slru", int(count)
         if not keys[key].accepts(value):
             raise ValueError(f"rules {text!r}: {key} must be one of {', '.join(keys[key].variants)}, got {value!r}")
         chosen[key] = value
     try:
-        return Rules(**chosen)  # type: ignore[arg-type]  # each value is one of its field's variants, checked above
+        return Rules(**chosen, slru_threshold=threshold)  # type: ignore[arg-type]  # each value is one of its field's variants, checked above
     except ValueError as problem:
         raise ValueError(f"rules {text!r}: {problem}") from None

@@ -86,7 +86,9 @@ def test_identify_names_the_preset_of_each_impl_variant(preset: str, tmp_path: P
     for verdict in verdicts:
         if not verdict.conforms:
             shortest = verdict.shortest
-            assert shortest is not None and shortest.counterexample_calls <= 3, verdict.line()
+            # slru and lfu part only on two protected nodes whose hits and last uses disagree: 3 inserts and 2, and a use.
+            bound = 6 if {preset, verdict.rules.name} == {"sglang-slru", "sglang-lfu"} else 3
+            assert shortest is not None and shortest.counterexample_calls <= bound, verdict.line()
             assert shortest.rule.startswith(("R5", "R7", "R8")), verdict.line()  # vllm differs from the others on R5 and R8 too
 
 
@@ -109,7 +111,7 @@ def test_check_rules_option_writes_the_rules_into_the_report_and_the_trace(tmp_p
     out = tmp_path / "cx"
     assert main(["check", "impl.variants:strict", "--rules", "sglang", "--quiet", "--out", str(out)]) == 1
     report = capsys.readouterr().out
-    assert "rules sglang: use=path+split-tail, evict=lru" in report
+    assert "rules sglang: use=path+split-tail, evict=lru, split=fresh" in report
     trace_text = (out / "golden_trace.trace").read_text(encoding="utf-8")
     assert "\nrules sglang\n" in trace_text
     assert "--rules sglang" in trace_text  # the header's reproduce line

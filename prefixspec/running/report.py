@@ -104,7 +104,7 @@ class CheckReport:
             "target": self.target,
             "profile": self.profile,
             "seed": self.seed,
-            "rules": {"name": self.rules.name, **{field.key: self.rules.variant(field.key) for field in RULE_FIELDS}},
+            "rules": {"name": self.rules.name, **{field.key: self.rules.variant(field.key) for field in RULE_FIELDS}, "slru_threshold": self.rules.slru_threshold},
             "result": "passed" if self.passed else "failed",
             "stages": [
                 {
