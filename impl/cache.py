@@ -1,4 +1,4 @@
-"""``RadixCache``: the rules R1-R11 of the prefix cache on top of ``impl.radix``.
+"""``RadixCache``: the rules R1-R13 of the prefix cache on top of ``impl.radix``.
 
 Every call validates all of its arguments before it changes anything (R10),
 then drives the tree.  The logical clock is per cache and advances once per
@@ -11,10 +11,12 @@ import operator
 import reprlib
 from array import array
 from collections.abc import Sequence
+from typing import cast
 
 from impl.blocks import cached_tokens, full_blocks, hit_rate, usable_prefix
 from impl.radix import TOKEN_TYPECODE, Key, RadixTree, eviction_key
 from spec.api import (
+    NAMESPACE_SHAPE,
     BlockId,
     BlockRemoved,
     BlockStored,
@@ -30,6 +32,8 @@ from spec.api import (
     Rules,
     Snapshot,
     UnknownNode,
+    checked_block_size,
+    is_namespace,
 )
 
 
@@ -38,12 +42,9 @@ def _namespace(value: object) -> Namespace:
 
     Runtime complexity: O(len(value)) for a tuple, O(1) otherwise.
     """
-    if isinstance(value, tuple):
-        if all(part is None or type(part) is str or (isinstance(part, int) and not isinstance(part, bool)) for part in value):
-            return value
-    elif isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    raise InvalidArgument(f"a namespace is None, an int, a str or a tuple of those, not {type(value).__name__}")
+    if not is_namespace(value):
+        raise InvalidArgument(f"{NAMESPACE_SHAPE}, got {type(value).__name__}")
+    return cast(Namespace, value)
 
 
 def _id_array(values: object, what: str) -> array[int]:
@@ -94,12 +95,7 @@ class RadixCache:
 
         Runtime complexity: O(1).
         """
-        try:
-            size = operator.index(block_size)
-        except TypeError as exc:
-            raise InvalidArgument(f"block_size must be an integer, not {type(block_size).__name__}") from exc
-        if size < 1:
-            raise InvalidArgument(f"block_size must be at least 1, got {size}")
+        size = checked_block_size(block_size)
         self._block_size = size
         self._rules = rules
         self._split_tails = rules.use == "path+split-tail"

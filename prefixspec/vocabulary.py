@@ -54,6 +54,7 @@ from typing import Literal, SupportsIndex, cast
 
 from spec.api import (
     ERROR_TYPES,
+    NAMESPACE_SHAPE,
     AllBlocksCleared,
     BlockId,
     BlockRemoved,
@@ -66,6 +67,7 @@ from spec.api import (
     PrefixCacheError,
     PrefixMatch,
     PrefixStats,
+    is_namespace,
 )
 
 ParamKind = Literal["tokens", "blocks", "node", "count"]
@@ -211,10 +213,6 @@ def render_namespace(namespace: Namespace) -> str:
     return json.dumps(value, ensure_ascii=True, separators=(",", ":")).translate(_ESCAPED)
 
 
-def _is_namespace_word(value: object) -> bool:
-    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
-
-
 def read_namespace(text: str) -> Namespace:
     """The namespace one word of JSON stands for; ValueError naming what it is instead."""
     if len(text) > LONGEST_NAMESPACE:
@@ -223,20 +221,18 @@ def read_namespace(text: str) -> Namespace:
         value = json.loads(text)
     except (ValueError, RecursionError):
         raise ValueError("a namespace in JSON: an integer, a string or an array of null, integers and strings") from None
-    if isinstance(value, list) and all(part is None or _is_namespace_word(part) for part in value):
+    if isinstance(value, list) and is_namespace(tuple(value)):
         return tuple(value)
-    if _is_namespace_word(value):
+    if value is not None and is_namespace(value):  # JSON's null is no word: the default namespace is written as nothing
         return cast(Namespace, value)
     raise ValueError("a namespace in JSON: an integer, a string or an array of null, integers and strings, not " + type(value).__name__)
 
 
 def namespace_of(value: object) -> Namespace:
     """A namespace a Python caller passes, as the text can write it; Unwritable otherwise."""
-    if value is None or _is_namespace_word(value):
-        return cast(Namespace, value)
-    if isinstance(value, tuple) and all(part is None or _is_namespace_word(part) for part in value):
-        return value
-    raise Unwritable(f"a namespace is None, an int, a str or a tuple of those, got {type(value).__name__}")
+    if not is_namespace(value):
+        raise Unwritable(f"{NAMESPACE_SHAPE}, got {type(value).__name__}")
+    return cast(Namespace, value)
 
 
 def render_ints(values: Sequence[int]) -> str:

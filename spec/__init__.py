@@ -2,7 +2,7 @@
 
 - ``spec.api``: the interface, its types and errors (what every cache speaks);
 - ``spec.arith``: the arithmetic of blocks, with the contracts CrossHair proves;
-- ``spec.model``: ``SpecCache``, the executable specification, rules R1-R11 in order
+- ``spec.model``: ``SpecCache``, the executable specification, rules R1-R13 in order
   (``spec/README.md`` states them in prose).
 
 This package imports nothing of its own modules here, so that ``import impl``

@@ -2,9 +2,11 @@
 
 This module holds only types and errors: the vocabulary shared by the
 specification (``spec.model.SpecCache``), the optimised implementation
-(``impl.RadixCache``) and any engine's cache checked against them.  It holds no
-rule and no arithmetic, so an implementation may import it without reaching its
-answers through the spec's code.
+(``impl.RadixCache``) and any engine's cache checked against them, with the two
+shapes every one of them tests its arguments against, said once: a block size
+(``checked_block_size``, R1) and a namespace (``is_namespace``, R12).  It holds
+no other rule and no arithmetic, so an implementation may import it without
+reaching its answers through the spec's code.
 
 The rules R1-R13 that give these calls their meaning are stated in prose in
 ``spec/README.md`` and implemented, in the same order, by ``spec/model.py``.
@@ -12,9 +14,10 @@ The rules R1-R13 that give these calls their meaning are stated in prose in
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, SupportsIndex, cast, runtime_checkable
 
 BlockId = int
 """A KV block id: an int with 0 <= id < 2**32 (R1)."""
@@ -33,12 +36,38 @@ equal values of the same shape: ``0`` is not ``"0"``, ``None`` is not ``""``, ``
 ``("ab", "c")``.  A bool is not an int here (``True == 1`` in Python), nor is a float."""
 
 
+def is_namespace_part(value: object) -> bool:
+    """R12: None, an int that is not a bool, or a str (a subclass of int or str counts as one)."""
+    return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def is_namespace(value: object) -> bool:
+    """R12: the shape of a namespace, a part (``is_namespace_part``) or a flat tuple of parts."""
+    if isinstance(value, tuple):
+        return all(is_namespace_part(part) for part in value)
+    return is_namespace_part(value)
+
+
+NAMESPACE_SHAPE = "a namespace is None, an int, a str or a flat tuple of those"
+"""What ``is_namespace`` asks, as the errors that refuse another value say it."""
+
+
 class PrefixCacheError(Exception):
     """Base of every error a prefix cache raises on purpose."""
 
 
 class InvalidArgument(PrefixCacheError, ValueError):
     """An argument breaks R1, R5 or R8; the call changed nothing (R10)."""
+
+
+def checked_block_size(value: object) -> int:
+    """R1: ``value`` as a block size, an int (anything ``operator.index`` takes) of at least 1; InvalidArgument otherwise."""
+    if not hasattr(type(value), "__index__"):
+        raise InvalidArgument(f"block_size must be an int, got {type(value).__name__}")
+    size = operator.index(cast(SupportsIndex, value))
+    if size < 1:
+        raise InvalidArgument(f"block_size must be >= 1, got {size}")
+    return size
 
 
 class UnknownNode(PrefixCacheError, KeyError):
@@ -174,7 +203,7 @@ class Snapshot:
 
 @runtime_checkable
 class PrefixCache(Protocol):
-    """The calls of a block-granular prefix cache; see R1-R11 for their rules."""
+    """The calls of a block-granular prefix cache; see R1-R13 for their rules."""
 
     @property
     def root(self) -> NodeId:

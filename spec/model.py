@@ -40,6 +40,7 @@ from typing import SupportsIndex, cast
 from spec import arith
 from spec.api import (
     ID_LIMIT,
+    NAMESPACE_SHAPE,
     BlockId,
     BlockRemoved,
     BlockStored,
@@ -55,6 +56,8 @@ from spec.api import (
     Rules,
     Snapshot,
     UnknownNode,
+    checked_block_size,
+    is_namespace,
 )
 
 Tokens = tuple[int, ...]
@@ -114,20 +117,10 @@ def as_ids(values: object, what: str) -> tuple[int, ...]:
 
 
 def as_namespace(value: object) -> Namespace:
-    """R12: ``value`` as a namespace (None, an int, a str, or a flat tuple of those), or InvalidArgument."""
-    if isinstance(value, tuple):
-        for part in value:
-            if part is not None and not is_namespace_word(part):
-                raise InvalidArgument(f"a namespace tuple holds None, ints and strs, got {type(part).__name__}")
-        return value
-    if value is None or is_namespace_word(value):
-        return cast(Namespace, value)
-    raise InvalidArgument(f"a namespace is None, an int, a str or a tuple of those, got {type(value).__name__}")
-
-
-def is_namespace_word(value: object) -> bool:
-    """R12: an int that is not a bool, or a str."""
-    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
+    """R12: ``value`` as a namespace (``spec.api.is_namespace``: None, an int, a str, or a flat tuple of those), or InvalidArgument."""
+    if not is_namespace(value):
+        raise InvalidArgument(f"{NAMESPACE_SHAPE}, got {type(value).__name__}")
+    return cast(Namespace, value)
 
 
 def as_count(value: object, what: str) -> int:
@@ -143,10 +136,7 @@ class SpecCache:
 
     def __init__(self, block_size: int, rules: Rules = Rules()) -> None:
         """R1: a block size below 1 (or not an int) raises InvalidArgument; ``rules`` picks the variants of R7 and R8."""
-        size = as_count(block_size, "block_size")
-        if size < 1:
-            raise InvalidArgument(f"block_size must be >= 1, got {size}")
-        self._block_size = size
+        self._block_size = checked_block_size(block_size)
         self._issuer = object()
         self.root: NodeId = SpecNode(self._issuer, 0)
         self._block_at: dict[Prefix, BlockId] = {}
@@ -420,25 +410,6 @@ class SpecCache:
         else:
             self.use_path(inserted, hit=True)
         return Inserted(node=node, duplicates=duplicates)
-
-    def publish_stored(self, namespace: Namespace, prompt: Tokens, held: list[BlockId], stored_at: list[int]) -> None:
-        """R13: the blocks an insert cached, at the block positions ``stored_at`` of ``prompt``, as one
-        BlockStored per run of consecutive positions, each under the block the insert holds just before the run
-        (``held``: the cached block, or under ``dup=keep`` the caller's, cached there too; None at the first block).
-
-        Under ``dup=refuse`` the positions stored are the last ones of the insert, one run.
-        """
-        runs: list[list[int]] = []
-        for index in stored_at:
-            if runs and runs[-1][-1] == index - 1:
-                runs[-1].append(index)
-            else:
-                runs.append([index])
-        for run in runs:
-            start, _ = arith.block_span(run[0], self._block_size)
-            _, end = arith.block_span(run[-1], self._block_size)
-            parent = held[run[0] - 1] if run[0] else None
-            self._events.append(BlockStored(parent, prompt[start:end], tuple(held[index] for index in run), namespace))
 
     # R6: locks ----------------------------------------------------------------------
 
@@ -716,7 +687,7 @@ class SpecCache:
         A node's own blocks are those of the prefixes since the node above it.
         """
         walk: list[tuple[Prefix, tuple[BlockId, ...], tuple[tuple[BlockId, ...], ...]]] = []
-        for namespace in self._namespaces:
+        for namespace in self.namespaces():
             for prefix in self._extensions.get((namespace, ()), set()):
                 walk.append((prefix, (), ()))
         while walk:
@@ -754,7 +725,36 @@ class SpecCache:
             nodes.append(view)
         return Snapshot(self._block_size, tuple(nodes), self.stats())
 
+    # R12: namespaces ----------------------------------------------------------------------
+    # Every rule above reads "prefix" as (namespace, tokens): the state's keys hold the namespace, so a prefix
+    # of one namespace never meets another's.  What the namespaces share is shared by construction: one
+    # ``_cached_at`` (R5's one owner), one clock and one ``eviction_key`` over every leaf (R7, R8), one set
+    # of counters (R9).  ``as_namespace`` checks the argument's shape (``spec.api.is_namespace``).
+
+    def namespaces(self) -> set[Namespace]:
+        """R12: every namespace a prefix was ever cached in (the roots of the walks of R4 and R11)."""
+        return self._namespaces
+
     # R13: events ------------------------------------------------------------------------
+
+    def publish_stored(self, namespace: Namespace, prompt: Tokens, held: list[BlockId], stored_at: list[int]) -> None:
+        """R13: the blocks an insert cached, at the block positions ``stored_at`` of ``prompt``, as one
+        BlockStored per run of consecutive positions, each under the block the insert holds just before the run
+        (``held``: the cached block, or under ``dup=keep`` the caller's, cached there too; None at the first block).
+
+        Under ``dup=refuse`` the positions stored are the last ones of the insert, one run.
+        """
+        runs: list[list[int]] = []
+        for index in stored_at:
+            if runs and runs[-1][-1] == index - 1:
+                runs[-1].append(index)
+            else:
+                runs.append([index])
+        for run in runs:
+            start, _ = arith.block_span(run[0], self._block_size)
+            _, end = arith.block_span(run[-1], self._block_size)
+            parent = held[run[0] - 1] if run[0] else None
+            self._events.append(BlockStored(parent, prompt[start:end], tuple(held[index] for index in run), namespace))
 
     def take_events(self) -> list[KVEvent]:
         """R13: the events published since the last take, oldest first; folded over an empty mirror from the

@@ -90,9 +90,9 @@ def test_error_messages_name_the_argument_and_the_fault() -> None:
     ``_id_array`` (``None``, ``"XXtokensXX"``, ``"TOKENS"``, ``"blocks"`` likewise), and the
     ``type(None)``/``reprlib.repr(None)`` mutations, in ``__init__``, ``match_prefix``,
     ``insert``, ``lock``, ``unlock`` and ``evict``: an engine's log shows these messages."""
-    with pytest.raises(InvalidArgument, match=exactly("block_size must be an integer, not str")):
+    with pytest.raises(InvalidArgument, match=exactly("block_size must be an int, got str")):
         RadixCache("2")  # type: ignore[arg-type]  # deliberately bad
-    with pytest.raises(InvalidArgument, match=exactly("block_size must be at least 1, got 0")):
+    with pytest.raises(InvalidArgument, match=exactly("block_size must be >= 1, got 0")):
         RadixCache(0)
     cache = RadixCache(2)
     with pytest.raises(InvalidArgument, match=r"^tokens must hold integers in \[0, 2\*\*32\): "):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefixspec.errors import UsageError
-from spec.api import RULE_PRESETS, CacheFactory, NodeId, PrefixCache, Rules, TargetFailure, parse_rules
+from spec.api import RULE_PRESETS, CacheFactory, InvalidArgument, NodeId, PrefixCache, Rules, TargetFailure, checked_block_size, parse_rules
 from prefixspec.vocabulary import (
     Call,
     same_events,
@@ -113,9 +113,10 @@ def parse_block_size(text: str, line: int) -> int:
     size = read_int(words[1]) if len(words) == 2 and words[0] == "block_size" else None
     if size is None:
         raise TraceFormatError(line, "expected 'block_size B' after the header, B a whole number")
-    if size < 1:
-        raise TraceFormatError(line, f"block_size must be at least 1, got {size}")
-    return size
+    try:
+        return checked_block_size(size)
+    except InvalidArgument as problem:  # R1's one check, read as the trace's error
+        raise TraceFormatError(line, str(problem)) from None
 
 
 def parse_rules_line(text: str, line: int) -> Rules:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import atexit
 import itertools
-import operator
 import os
 import select
 import shlex
@@ -48,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, NoReturn
 
-from spec.api import InvalidArgument, NodeId, PrefixStats, Snapshot, TargetFailure, UnknownNode
+from spec.api import InvalidArgument, NodeId, PrefixStats, Snapshot, TargetFailure, UnknownNode, checked_block_size
 from prefixspec.formats.protocol import HANDSHAKE, PROTOCOL_VERSION, parse_greeting, parse_snapshot
 from prefixspec.vocabulary import (
     ERROR_NAMES,
@@ -497,13 +496,7 @@ class PipeCache(CallThrough):
     """A ``PrefixCache`` whose answers come from an engine process over the line protocol."""
 
     def __init__(self, engine: PipeEngine, block_size: int) -> None:
-        try:
-            size = operator.index(block_size)
-        except TypeError:
-            raise InvalidArgument(f"block_size must be an int, got {type(block_size).__name__}") from None
-        if size < 1:
-            raise InvalidArgument(f"block_size must be >= 1, got {size}")
-        self._block_size = size
+        self._block_size = size = checked_block_size(block_size)
         self._serial = next(_serials)
         self._root = PipeNode(self._serial, None)
         self._name_of_id: dict[int, str] = {}
