@@ -67,7 +67,7 @@ class CheckReport:
     def summary(self) -> str:
         lines = [
             f"prefixspec check {self.target} (profile {self.profile}{'' if self.seed is None else f', seed {self.seed}'}, "
-            f"rules {self.rules.name}: {self.rules.text})"
+            f"rules {self.rules.name}: {self.rules.text.replace(',', ', ')})"
         ]
         for stage in self.stages:
             detail = f"{stage.examples} examples, {stage.calls:,} calls ({stage.calls / max(stage.seconds, 1e-9):,.0f} calls/s)"
