@@ -64,7 +64,10 @@ from spec.api import (
 )
 from examples.sglang.adapter import namespace_key, namespace_of
 from examples.vllm.loading import Vllm, import_failure, load_vllm
-from examples.vllm.translation import BlockIds, HashIndex, Place, TranslationError, place_after
+from examples.vllm.translation import BlockIds, HashIndex, Place, PlaceTree, TranslationError, place_after
+
+
+load_vllm()  # vLLM's import takes about 20 s: at the target's import, not inside its first (timed) call
 
 
 def _ids(values: object, what: str) -> list[int]:
@@ -142,6 +145,7 @@ class VllmCache:
         self.index = HashIndex()
         self.spare: list[Any] = []  # vLLM blocks allocated to the adapter, standing for no cached id
         self.places: dict[BlockId, Place] = {}  # where each cached id lies (the adapter's own record, not the events')
+        self.tree = PlaceTree()
         self.evicted_order: list[tuple[Any, BlockId]] = []  # (external hash, id) of each block evict took, in order
         self.nodes: dict[tuple[tuple[int, int], ...], VllmNode] = {}
         self.root_node = VllmNode(0, None, (), (), ())
@@ -207,6 +211,8 @@ class VllmCache:
             return PrefixMatch(0, [], self.root_node)
         found, matched = self.computed(self.request(prompt, space))
         self.hit_tokens += matched
+        if found:
+            self.tree.mark_end((space, tuple(prompt[:matched])))
         node = self.node_of(space, tuple(prompt[:matched]), found)
         return PrefixMatch(matched, self.callers(found), node)
 
@@ -258,13 +264,23 @@ class VllmCache:
         held = list(self.manager.coordinator.get_blocks(request.request_id)[0])
         if [block.block_id for block in held[kept:]] != [block.block_id for block in handed]:
             raise TranslationError("vLLM did not take the caller's blocks from the head of its free queue")
-        self.manager.free(request)
+        for position, vllm_block in enumerate(handed, start=kept):
+            self.tree.cache(places[position], vllm_block.block_id, size)
+        if kept and handed:
+            self.tree.mark_end(places[kept - 1])  # the insert leaves the blocks vLLM's lookup found: a branch point
+        self.finish(request)
         self.inserted += len(fresh)
+        last = held[-1].block_id
+        end = places[kept + len(fresh) - 1]
+        if self.tree.first(end) == last:
+            self.tree.mark_end(end)
         node = self.node_of(space, tuple(prompt[:computed_to]), held)
         if computed_to < whole * size:
             # The tail was the caller's cached blocks again: the node ends at the inserted prefix.
             tail = [self.pool.blocks[self.ids.vllm_of[block]] for block in given[kept + len(fresh) :]]
             node = self.node_of(space, tuple(prompt[: whole * size]), held + tail)
+            if self.tree.first(places[-1]) == tail[-1].block_id:
+                self.tree.mark_end(places[-1])
         return Inserted(node, duplicates)
 
     def grow(self) -> Any:
@@ -296,7 +312,19 @@ class VllmCache:
         live = self.live(node)
         if not live.locks:
             raise NotLocked(f"{node!r} holds no lock of its own")
-        self.manager.free(live.locks.pop())
+        self.finish(live.locks.pop())
+
+    def finish(self, request: Any) -> None:
+        """``KVCacheManager.free`` of a request; the blocks it releases enter the free queue at its tail, read from there."""
+        releasing = sum(1 for block in self.manager.coordinator.get_blocks(request.request_id)[0] if block.ref_cnt == 1)
+        self.manager.free(request)
+        entered: list[int] = []
+        at = self.pool.free_block_queue.fake_free_list_tail.prev_free_block
+        while len(entered) < releasing and at is not None and at.block_id >= 0:
+            entered.append(at.block_id)
+            at = at.prev_free_block
+        entered.reverse()
+        self.tree.released(entered)
 
     def evict(self, n_blocks: int) -> list[BlockId]:
         try:
@@ -312,6 +340,8 @@ class VllmCache:
         if [block.block_id for block in taken] != [block.block_id for block in going]:
             raise TranslationError("vLLM's get_new_blocks did not pop the head of its free queue")
         freed = [self.ids.release(block.block_id) for block in taken]
+        for block in taken:
+            self.tree.evict(block.block_id, self.size)
         for block in freed:
             del self.places[block]
         self.evicted_order.extend(zip(hashes, freed))
@@ -346,21 +376,20 @@ class VllmCache:
         return Snapshot(self.size, tuple(self.node_views()), self.stats())
 
     def node_views(self) -> list[NodeView]:
-        """Every cached block as a node of one block, in vLLM's eviction order: the free queue from its head,
-        then the blocks requests hold, by their id.  Locks: the lock requests whose chain ends at the block."""
-        ending: dict[int, int] = {}
+        """Every node (``translation.PlaceTree``) as (its prefix, its own blocks, its own locks, its namespace),
+        in vLLM's eviction order: by when its last block entered the free queue (a request's lock holds it
+        out of the queue; it goes back at the tail when the request is freed)."""
+        locks: dict[int, int] = {}
         for node in self.nodes.values():
             if node.locks:
-                ending[node.blocks[-1].block_id] = ending.get(node.blocks[-1].block_id, 0) + len(node.locks)
-        free = list(self.pool.free_block_queue.iter_blocks_after(None))
-        queued = {block.block_id for block in free}
-        held = [self.pool.blocks[vllm_id] for vllm_id in sorted(self.ids.caller_of) if vllm_id not in queued]
-        views = []
-        for block in free + held:
-            caller = self.ids.caller_of[block.block_id]
-            namespace, prefix = self.places[caller]
-            views.append(NodeView(prefix, (caller,), ending.get(block.block_id, 0), namespace))
-        return views
+                last = node.blocks[-1].block_id
+                locks[last] = locks.get(last, 0) + len(node.locks)
+        views: list[tuple[int, NodeView]] = []
+        for (namespace, prefix), own in self.tree.nodes(self.size):
+            callers = tuple(self.ids.caller_of[block] for block in own)
+            views.append((self.tree.stamp[own[-1]], NodeView(prefix, callers, locks.get(own[-1], 0), namespace)))
+        views.sort(key=lambda entry: entry[0])
+        return [view for _, view in views]
 
     # R13 -----------------------------------------------------------------------------------------
 

@@ -136,3 +136,93 @@ def place_after(parent: Place | None, namespace: Namespace, tokens: Sequence[int
     base: tuple[int, ...] = () if parent is None else parent[1]
     space = namespace if parent is None else parent[0]
     return (space, base + tuple(tokens[: (index + 1) * block_size]))
+
+
+class PlaceTree:
+    """Where the interface's nodes begin and end over vLLM's hash-chained blocks.
+
+    vLLM keeps blocks by hash (a hash names a place: a namespace and a whole-block token
+    prefix, chained through its parent's hash, kv_cache_utils.py:695-725) and no tree.  The
+    tree is the places: the *first* block cached at a place is the one vLLM's lookup serves
+    (``get_one_block``, block_pool.py:62-71), and it is the parent of every block cached
+    after its place, because a request's new blocks follow the blocks its lookup found.
+    Further blocks at a place are *copies* (vLLM does not de-duplicate, block_pool.py:48-52):
+    each is a node of one block under its place's parent.
+
+    Nodes end (R4) where a call returned a node (a match's or an insert's end), where an
+    insert left the blocks its lookup found (a branch point), and where an eviction cut a
+    leaf (vLLM evicts blocks one at a time, so a leaf loses its tail and ends higher).
+    Eviction order: ``stamp`` numbers the blocks in the order they entered vLLM's free queue,
+    whose head goes first; a node goes with its last block, which entered first (a request
+    frees its blocks tail first, single_type_kv_cache_manager.py:588-589).
+    """
+
+    def __init__(self) -> None:
+        self.copies: dict[Place, list[int]] = {}
+        self.place_of: dict[int, Place] = {}
+        self.extensions: dict[Place, set[Place]] = {}
+        self.ends: set[Place] = set()
+        self.stamp: dict[int, int] = {}
+        self.clock = 0
+
+    @staticmethod
+    def parent(place: Place, block_size: int) -> Place:
+        return (place[0], place[1][: len(place[1]) - block_size])
+
+    def first(self, place: Place) -> int | None:
+        blocks = self.copies.get(place)
+        return blocks[0] if blocks else None
+
+    def cache(self, place: Place, block: int, block_size: int) -> None:
+        """vLLM cached ``block`` at ``place`` (a copy when the place holds a block already)."""
+        blocks = self.copies.setdefault(place, [])
+        if not blocks:
+            self.extensions.setdefault(self.parent(place, block_size), set()).add(place)
+            self.extensions.setdefault(place, set())
+        blocks.append(block)
+        self.place_of[block] = place
+
+    def mark_end(self, place: Place) -> None:
+        if place[1]:
+            self.ends.add(place)
+
+    def released(self, blocks_in_queue_order: Sequence[int]) -> None:
+        """These blocks entered vLLM's free queue, at its tail, in this order."""
+        for block in blocks_in_queue_order:
+            self.clock += 1
+            self.stamp[block] = self.clock
+
+    def evict(self, block: int, block_size: int) -> None:
+        """vLLM evicted ``block``; a leaf that loses its last block ends one block higher (a cut)."""
+        place = self.place_of.pop(block)
+        self.stamp.pop(block, None)
+        blocks = self.copies[place]
+        first = blocks[0] == block
+        blocks.remove(block)
+        if blocks:
+            return
+        if not first or self.extensions.get(place):
+            raise TranslationError(f"vLLM evicted the block at {list(place[1])} while blocks cached after it live")
+        del self.copies[place]
+        del self.extensions[place]
+        self.ends.discard(place)
+        above = self.parent(place, block_size)
+        self.extensions[above].discard(place)
+        if above[1] and not self.extensions[above]:
+            self.ends.add(above)
+
+    def nodes(self, block_size: int) -> list[tuple[Place, list[int]]]:
+        """Every node as (its end, its own blocks in token order): the tree's, then each copy, in no order."""
+        found: list[tuple[Place, list[int]]] = []
+        for end in self.ends:
+            own = [self.copies[end][0]]
+            at = self.parent(end, block_size)
+            while at[1] and at not in self.ends:
+                own.append(self.copies[at][0])
+                at = self.parent(at, block_size)
+            own.reverse()
+            found.append((end, own))
+        for place, blocks in self.copies.items():
+            for copy in blocks[1:]:
+                found.append((place, [copy]))
+        return found
