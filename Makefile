@@ -109,7 +109,7 @@ $(VLLM_STAMP): pyproject.toml
 	echo "torch==2.13.0" > $(VLLM_VENV)/torch-constraint.txt
 	$(VLLM_VENV)/bin/python -m pip install --quiet -c $(VLLM_VENV)/torch-constraint.txt $(VLLM_CHAIN)
 	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y triton
-	$(VLLM_VENV)/bin/python -m pip install --quiet -c $(VLLM_VENV)/torch-constraint.txt -e .
+	$(VLLM_VENV)/bin/python -m pip install --quiet -c $(VLLM_VENV)/torch-constraint.txt -e '.[dev]'
 	$(VLLM_VENV)/bin/python -c 'import examples.vllm.loading as l; v = l.load_vllm(); assert v is not None, l.import_failure(); print("vLLM", v.version, "torch", v.torch_version, "imports")'
 	! $(VLLM_VENV)/bin/python -m pip list 2>/dev/null | grep -i -E '^(nvidia|triton)'
 	touch $(VLLM_STAMP)
