@@ -103,6 +103,9 @@ class RadixCache:
         self._block_size = size
         self._rules = rules
         self._split_tails = rules.use == "path+split-tail"
+        self._release = rules.use == "release"
+        self._keep = rules.dup == "keep"
+        self._cut = rules.unit == "block"
         self._tree = RadixTree(size, rules)
         self._clock = 0
         self._lookups = 0
@@ -152,7 +155,8 @@ class RadixCache:
         self._clock += 1
         if partial is not None:
             path.append(tree.split(partial, matched, self._clock))
-        tree.touch(path, self._clock, split_tail=partial if self._split_tails else None, ranked=self._split_tails)
+        if not self._release:  # variant use=release (R7, vLLM): a lookup touches nothing
+            tree.touch(path, self._clock, split_tail=partial if self._split_tails else None, ranked=self._split_tails)
         blocks = array(TOKEN_TYPECODE)
         for node in path:
             blocks.extend(node.blocks)
@@ -199,23 +203,49 @@ class RadixCache:
         # match returned, so they are almost always the same, and a Python
         # step per matched block cost a third of insert (benchmark: bench/
         # workload small, issue 7).
-        duplicates = [] if given == held else [new for new, kept in zip(given.tolist(), held.tolist()) if new != kept]
+        copies: list[tuple[int, int, int]] = []  # dup=keep: (position, the copy, the block a match returns there)
+        if given == held:
+            duplicates: list[int] = []
+        elif self._keep:
+            # Variant dup=keep (R5, vLLM): a block offered at a cached position is cached too, another copy;
+            # a copy cached at this very position already is passed back, as the first one would be.
+            copy_of = tree.copy_of
+            duplicates = []
+            for index, (new, kept) in enumerate(zip(given.tolist(), held.tolist())):
+                if new != kept and copy_of.get(new) != kept:
+                    copies.append((index, new, kept))
+                    duplicates.append(new)
+        else:
+            duplicates = [new for new, kept in zip(given.tolist(), held.tolist()) if new != kept]
         # Claiming the fresh ids (and, for the check only, the duplicates)
         # refuses an id repeated in the call or cached at another position,
         # and changes nothing when it refuses.
         if not tree.held_ids.claim(duplicates + fresh.tolist() if duplicates else fresh):
             raise InvalidArgument("blocks repeats an id, or holds an id already cached at another position")
-        tree.held_ids.release(duplicates)
+        if self._keep:
+            for _index, new, kept in copies:
+                tree.add_copy(kept, new)
+            duplicates = []
+        else:
+            tree.held_ids.release(duplicates)
 
         self._clock += 1
         if partial is not None:
             path.append(tree.split(partial, matched, self._clock))
+        for index, new, _kept in copies:
+            # One BlockStored per copy (a run of them is one per block, which R13 counts as the same),
+            # under the block the caller passed before it, cached at that position.
+            start = index * block_size
+            self._events.append((int(given[index - 1]) if index else None, query, start, start + block_size, array(TOKEN_TYPECODE, [new]), namespace))
         if fresh:
             path.append(tree.add_leaf(path[-1] if path else tree.root, buffer, fresh, self._clock, namespace))
-            parent = held[-1] if held else None
+            parent = (int(new_ids[len(held) - 1]) if self._keep else held[-1]) if held else None
             self._events.append((parent, query, len(held) * block_size, n_blocks * block_size, fresh, namespace))
-        self._inserted_blocks += len(fresh)
-        tree.touch(path, self._clock, hit=True, split_tail=partial if self._split_tails else None, ranked=self._split_tails)
+        self._inserted_blocks += len(fresh) + len(copies)
+        if self._release:
+            tree.release_blocks((new_ids if self._keep else held + fresh).tolist())
+        else:
+            tree.touch(path, self._clock, hit=True, split_tail=partial if self._split_tails else None, ranked=self._split_tails)
         return Inserted(path[-1], duplicates)
 
     # ----------------------------------------------------------------- locks
@@ -275,6 +305,27 @@ class RadixCache:
             raise InvalidArgument(f"n_blocks must be at least 0, got {wanted}")
         tree = self._tree
         freed: list[BlockId] = []
+        if self._release:
+            # Variants use=release and unit=block (R7, R8, vLLM): exactly n blocks, oldest release first.
+            while len(freed) < wanted:
+                block = tree.evict_released()
+                if block is None:
+                    break
+                freed.append(block)
+            wanted = 0
+        elif self._cut:
+            # Variant unit=block (R8): exactly n blocks, the first leaf cut from its tail.
+            while len(freed) < wanted:
+                leaf = tree.front_leaf()
+                if leaf is None:
+                    break
+                if len(leaf.blocks) <= wanted - len(freed):
+                    whole = tree.remove_leaf(leaf)
+                    whole.reverse()
+                    freed.extend(whole)
+                else:
+                    freed.extend(tree.cut_leaf(leaf, wanted - len(freed)))
+            wanted = 0
         while len(freed) < wanted:
             leaf_blocks = tree.evict_first_leaf()
             if leaf_blocks is None:
@@ -338,8 +389,16 @@ class RadixCache:
         """
         ordered: list[tuple[Key, int, NodeView]] = []
         key = eviction_key(self._rules)
-        for node, prefix, namespace in self._tree.prefixes():
-            ordered.append((key(node), len(prefix), NodeView(prefix, tuple(node.blocks), node.locks, namespace)))
+        tree = self._tree
+        copies = tree.copies
+        for node, prefix, namespace in tree.prefixes():
+            shown: tuple[tuple[int, ...], ...] = ()
+            if copies and any(block in copies for block in node.blocks):
+                shown = tuple(tuple(copies.get(block, ())) for block in node.blocks)
+            ordered.append((key(node), len(prefix), NodeView(prefix, tuple(node.blocks), node.locks, namespace, shown)))
+        if tree.released is not None:  # use=release: the blocks' own order, the nodes by namespace and prefix (R11)
+            views = sorted((view for _, _, view in ordered), key=lambda view: (repr(view.namespace), view.prefix))
+            return Snapshot(self._block_size, tuple(views), self.stats(), tuple(tree.released))
         ordered.sort(key=lambda entry: (entry[0], entry[1]))
         return Snapshot(self._block_size, tuple(view for _, _, view in ordered), self.stats())
 

@@ -18,7 +18,7 @@ The tree never recurses: a 100,000-token prompt at block size 1 may make it
 from __future__ import annotations
 
 from array import array
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from heapq import heapify, heappop, heappush
 from operator import attrgetter
@@ -193,6 +193,13 @@ class RadixTree:
         self._heap: list[QueueEntry] = []
         self._stale = 0
         self._last_seq = -1
+        # Variant use=release (R7, vLLM): the unpinned cached blocks in the order they were released, copies
+        # included, as vLLM's free queue; a block's node (for a cut or a copy taking its place) by id.
+        self.released: OrderedDict[int, None] | None = OrderedDict() if rules.use == "release" else None
+        self.node_of: dict[int, Node] = {}
+        # Variant dup=keep (R5): the further copies of a position, keyed by the block a match returns there.
+        self.copies: dict[int, list[int]] = {}
+        self.copy_of: dict[int, int] = {}
 
     # ------------------------------------------------------------------ lookup
 
@@ -305,6 +312,8 @@ class RadixTree:
         node.blocks = node.blocks[kept:]
         node.parent = upper
         upper.children[node.key] = node
+        if self.released is not None:
+            self.node_of.update(dict.fromkeys(upper.blocks.tolist(), upper))
         return upper
 
     def add_leaf(self, parent: Node, query: bytes, blocks: array[int], last_use: int, namespace: Namespace = None) -> Node:
@@ -330,6 +339,8 @@ class RadixTree:
         self.cached_blocks += len(blocks)
         self.evictable_blocks += len(blocks)
         self._enqueue(leaf)
+        if self.released is not None:
+            self.node_of.update(dict.fromkeys(blocks.tolist(), leaf))
         return leaf
 
     def evict_first_leaf(self) -> list[int] | None:
@@ -366,6 +377,140 @@ class RadixTree:
         self._compact_if_stale()
         return blocks
 
+    def front_leaf(self) -> Node | None:
+        """The unpinned leaf with the smallest eviction key, left in the queue; None when there is none.
+
+        Runtime complexity: O(1) amortised, plus O(log q) to drop stale heap entries.
+        """
+        fifo = self._fifo
+        heap = self._heap
+        while True:
+            if fifo and (not heap or fifo[0] < heap[0]):
+                _, seq, leaf = fifo[0]
+                if leaf.queue_seq == seq:
+                    return leaf
+                fifo.popleft()
+            elif heap:
+                _, seq, leaf = heap[0]
+                if leaf.queue_seq == seq:
+                    return leaf
+                heappop(heap)
+            else:
+                return None
+            self._stale -= 1
+
+    def cut_leaf(self, leaf: Node, count: int) -> list[int]:
+        """Uncache the last ``count`` blocks of the unpinned ``leaf`` (fewer than it holds); them, tail first (R8 unit=block).
+
+        The leaf keeps its identity, its key and its place in the queue, one block shorter per block cut.
+        Runtime complexity: O(count) in C, O(1) Python steps but under use=release (one per block).
+        """
+        kept = len(leaf.blocks) - count
+        cut = leaf.blocks[kept:]
+        leaf.blocks = leaf.blocks[:kept]
+        leaf.segment = leaf.segment[: kept * self._block_bytes]
+        leaf.end -= count * self.block_size
+        ids = cut.tolist()
+        ids.reverse()
+        self.cached_blocks -= count
+        self.evictable_blocks -= count
+        self.held_ids.release(ids)
+        if self.released is not None:
+            for block in ids:
+                del self.node_of[block]
+        return ids
+
+    def remove_leaf(self, leaf: Node) -> list[int]:
+        """Remove the unpinned leaf ``leaf`` whole; its blocks in token order (R8).
+
+        Runtime complexity: O(blocks) in C, O(1) Python steps.
+        """
+        self._dequeue(leaf)
+        parent = leaf.parent
+        del parent.children[leaf.key]
+        leaf.owner = None
+        blocks = leaf.blocks.tolist()
+        self.cached_blocks -= len(blocks)
+        self.evictable_blocks -= len(blocks)
+        self.held_ids.release(blocks)
+        if self.released is not None:
+            for block in blocks:
+                del self.node_of[block]
+        if parent is not self.root and not parent.children and parent.pins == 0:
+            self._enqueue(parent)
+        return blocks
+
+    def evict_released(self) -> int | None:
+        """R8 under use=release: uncache the block released longest ago; None when no block is unpinned.
+
+        A spare copy goes alone; the block a match returns leaves its place to the oldest copy; a position's
+        only block is the last block of a leaf (a path is released tail first), which is cut.
+        Runtime complexity: O(1) Python steps, O(blocks of the leaf) in C for a cut.
+        """
+        released = self.released
+        assert released is not None
+        if not released:
+            return None
+        block, _ = released.popitem(last=False)
+        primary = self.copy_of.pop(block, None)
+        if primary is not None:
+            others = self.copies[primary]
+            others.remove(block)
+            if not others:
+                del self.copies[primary]
+            self.cached_blocks -= 1
+            self.evictable_blocks -= 1
+            self.held_ids.release([block])
+            return block
+        node = self.node_of[block]
+        others = self.copies.pop(block, [])
+        if others:
+            successor = others.pop(0)
+            del self.copy_of[successor]
+            if others:
+                self.copies[successor] = others
+                self.copy_of.update(dict.fromkeys(others, successor))
+            node.blocks[node.blocks.index(block)] = successor
+            del self.node_of[block]
+            self.node_of[successor] = node
+            self.cached_blocks -= 1
+            self.evictable_blocks -= 1
+            self.held_ids.release([block])
+            return block
+        assert node.blocks[-1] == block and not node.children, f"block {block}: the release order reached a block a cached prefix extends"
+        if len(node.blocks) == 1:
+            self.remove_leaf(node)
+        else:
+            self.cut_leaf(node, 1)
+        self._compact_if_stale()
+        return block
+
+    def release_blocks(self, blocks: list[int]) -> None:
+        """R7 under use=release: the call lets go of ``blocks`` (a path, token order); each that no lock pins
+        goes to the back of the released order, tail first.
+
+        Runtime complexity: O(len(blocks)) Python steps, one per block.
+        """
+        released = self.released
+        assert released is not None
+        node_of = self.node_of
+        copy_of = self.copy_of
+        for block in reversed(blocks):
+            if block not in copy_of and node_of[block].pins:
+                continue
+            released.pop(block, None)
+            released[block] = None
+
+    def add_copy(self, primary: int, block: int) -> None:
+        """R5 under dup=keep: ``block`` (claimed in ``held_ids``) is cached as one more copy of ``primary``'s position.
+
+        Runtime complexity: O(1).
+        """
+        self.copies.setdefault(primary, []).append(block)
+        self.copy_of[block] = primary
+        self.cached_blocks += 1
+        self.evictable_blocks += 1
+
     # ------------------------------------------------------------ locks, use
 
     def add_lock(self, node: Node) -> None:
@@ -381,6 +526,9 @@ class RadixTree:
             if walker.pins == 1:
                 self.evictable_blocks -= len(walker.blocks)
                 self._dequeue(walker)
+                if self.released is not None:
+                    for block in walker.blocks.tolist():
+                        del self.released[block]
             walker = walker.parent
 
     def remove_lock(self, node: Node) -> None:
@@ -400,6 +548,9 @@ class RadixTree:
                 self.evictable_blocks += len(walker.blocks)
                 if not walker.children:
                     self._enqueue(walker)
+                if self.released is not None:  # R7 use=release: deeper nodes first, each tail first
+                    for block in reversed(walker.blocks.tolist()):
+                        self.released[block] = None
             walker = walker.parent
 
     def touch(self, path: list[Node], clock: int, *, hit: bool = False, split_tail: Node | None = None, ranked: bool = False) -> None:
@@ -525,7 +676,7 @@ class RadixTree:
                 assert segment_blocks(node.end, child.end, self.block_size) == len(child.blocks), f"{child!r} end"
                 assert child.end == node.end + len(child.blocks) * self.block_size, f"{child!r} end"
                 assert child.locks >= 0, f"{child!r} lock count"
-                assert node is root or node.last_use >= child.last_use, f"{child!r} used after its parent"
+                assert self.released is not None or node is root or node.last_use >= child.last_use, f"{child!r} used after its parent"
                 stack.append(child)
         cached = 0
         evictable = 0
@@ -541,6 +692,10 @@ class RadixTree:
             if node.pins == 0:
                 evictable += len(node.blocks)
             ids.update(node.blocks)
+            for block in node.blocks:
+                ids.update(self.copies.get(block, ()))
+                cached += len(self.copies.get(block, ()))
+                evictable += len(self.copies.get(block, ()))
             if not node.children:
                 leaf_uses.append((node.last_use, node.use_rank))
             if not node.children and node.pins == 0:
@@ -549,11 +704,15 @@ class RadixTree:
             else:
                 assert node.queue_seq == -1, f"{node!r} is queued but is no unpinned leaf"
         assert len(ids) == cached, "a block id is held at two positions"
+        assert set(self.copy_of) == {copy for copies in self.copies.values() for copy in copies}, "copies index"
         assert ids == self.held_ids.as_set(), "held_ids matches the nodes"
         assert len(self.held_ids) == cached, "held_ids counts the ids held"
         assert cached == self.cached_blocks, f"cached_blocks {self.cached_blocks} != {cached}"
         assert evictable == self.evictable_blocks, f"evictable_blocks {self.evictable_blocks} != {evictable}"
-        assert len(set(leaf_uses)) == len(leaf_uses), "leaves have distinct last uses"
+        assert self.released is not None or len(set(leaf_uses)) == len(leaf_uses), "leaves have distinct last uses"
+        if self.released is not None:
+            unpinned = {block for node in preorder if node is not root and node.pins == 0 for block in node.blocks}
+            assert set(self.released) == unpinned | set(self.copy_of), "the released order holds exactly the unpinned blocks"
         fifo = list(self._fifo)
         heap = self._heap
         queue = fifo + heap

@@ -114,12 +114,17 @@ class PrefixStats:
 
 @dataclass(frozen=True)
 class NodeView:
-    """One node in a snapshot: where it ends, the blocks it holds, its own locks, and its namespace (R12)."""
+    """One node in a snapshot: where it ends, the blocks it holds, its own locks, and its namespace (R12).
+
+    ``copies`` (R5, ``dup=keep``): empty when no position of the node holds a second block; else one
+    tuple per block of ``blocks``, the further blocks cached at that position, oldest first.
+    """
 
     prefix: tuple[int, ...]
     blocks: tuple[BlockId, ...]
     locks: int
     namespace: Namespace = None
+    copies: tuple[tuple[BlockId, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,9 @@ class Snapshot:
     block_size: int
     nodes: tuple[NodeView, ...]
     stats: PrefixStats
+    released: tuple[BlockId, ...] = ()
+    """Under ``use=release`` (R7): ``nodes`` come by namespace and prefix, and this lists every unpinned
+    cached block, copies included, in the order ``evict`` frees them; empty under the other rule sets."""
 
 
 @runtime_checkable
@@ -247,14 +255,58 @@ CacheFactory = Callable[[int], PrefixCache]
 """How a cache is made: ``factory(block_size)`` returns a fresh, empty cache of that block size."""
 
 
-UseRule = Literal["path", "path+split-tail"]
+UseRule = Literal["path", "path+split-tail", "release"]
 """R7: what a match or insert uses (see ``Rules``)."""
 
 EvictRule = Literal["lru", "lfu", "fifo", "mru", "filo"]
 """R8: which unpinned leaf goes first (see ``Rules``)."""
 
-USE_RULES: tuple[UseRule, ...] = ("path", "path+split-tail")
+UnitRule = Literal["leaf", "block"]
+"""R8: what one step of an eviction frees (see ``Rules``)."""
+
+DupRule = Literal["refuse", "keep"]
+"""R5: what becomes of a block offered at a position already cached (see ``Rules``)."""
+
+
+@dataclass(frozen=True)
+class RuleField:
+    """One field of ``Rules``: its key in rule texts (``use=release``), the rule it varies, and its variants.
+
+    The first variant is ``strict``'s.  Every place that reads, writes, explains or searches rule sets
+    (``parse_rules``, ``Rules.name``, reports, ``identify``) walks ``RULE_FIELDS``, so a new field is one
+    row here and one field of ``Rules``.
+    """
+
+    key: str
+    rule: str
+    variants: tuple[str, ...]
+    meaning: str
+
+    @property
+    def default(self) -> str:
+        return self.variants[0]
+
+    def accepts(self, value: str) -> bool:
+        return value in self.variants
+
+
+RULE_FIELDS: tuple[RuleField, ...] = (
+    RuleField("use", "R7", ("path", "path+split-tail", "release"), "what a call uses, and when a block was last used"),
+    RuleField("evict", "R8", ("lru", "lfu", "fifo", "mru", "filo"), "which unpinned leaf goes first"),
+    RuleField("unit", "R8", ("leaf", "block"), "whole leaves, or exactly n blocks cut from a leaf's tail"),
+    RuleField("dup", "R5", ("refuse", "keep"), "a block offered at a cached position: handed back, or cached too"),
+)
+"""The fields of a rule set, in the order texts write them; ``spec/README.md`` states each variant under its rule."""
+
+USE_RULES: tuple[UseRule, ...] = ("path", "path+split-tail", "release")
 EVICT_RULES: tuple[EvictRule, ...] = ("lru", "lfu", "fifo", "mru", "filo")
+
+RULE_REQUIREMENTS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("use", "release", "unit", "block", "a block's recency is its own (when it was last released), so blocks go one at a time"),
+    ("use", "release", "evict", "lru", "released blocks wait in one queue, oldest release first"),
+    ("dup", "keep", "use", "release", "a copy is used apart from the other copies of its position: its recency is its own"),
+)
+"""(key, variant, needed key, needed variant, why): a variant that only has a meaning beside another."""
 
 
 @dataclass(frozen=True)
@@ -263,25 +315,73 @@ class Rules:
 
     - ``use`` (R7): ``path``, a call uses every node from the root to the node
       it returns; ``path+split-tail``, the lower part of a node the call split
-      counts as used by it too, just before the call's own nodes (SGLang).
+      counts as used by it too, just before the call's own nodes (SGLang);
+      ``release``, a match uses nothing, and a block's recency is when it was
+      last released: at the end of the insert that passed it, or by the unlock
+      that left it unpinned, a call's blocks tail first (vLLM).
     - ``evict`` (R8): ``lru`` (oldest last use first), ``lfu`` (fewest hits,
       then oldest last use), ``fifo`` (oldest creation, then oldest last use),
       ``mru`` (newest last use), ``filo`` (newest creation, then oldest last use).
+    - ``unit`` (R8): ``leaf``, whole leaves until at least n blocks are freed;
+      ``block``, exactly n blocks (or all the unpinned ones), a leaf cut from
+      its tail one block at a time (vLLM).
+    - ``dup`` (R5): ``refuse``, a different id offered at a cached position is
+      handed back as a duplicate; ``keep``, it is cached too, another copy of
+      that position's block (vLLM).
 
-    ``spec/README.md`` states each under its rule; the default is ``strict``,
-    R1-R11 as first written.
+    ``RULE_FIELDS`` lists the fields and ``RULE_REQUIREMENTS`` the variants that
+    need another; ``spec/README.md`` states each under its rule; the default is
+    ``strict``, R1-R13 as first written.
     """
 
     use: UseRule = "path"
     evict: EvictRule = "lru"
+    unit: UnitRule = "leaf"
+    dup: DupRule = "refuse"
+
+    def __post_init__(self) -> None:
+        problem = rules_problem(self)
+        if problem:
+            raise ValueError(problem)
+
+    def variant(self, key: str) -> str:
+        """The variant this rule set picks for the field ``key`` of ``RULE_FIELDS``."""
+        value: str = getattr(self, key)
+        return value
+
+    def with_variant(self, key: str, value: str) -> Rules:
+        """This rule set with field ``key`` set to ``value`` (ValueError when the combination has no meaning)."""
+        return Rules(**{field.key: (value if field.key == key else self.variant(field.key)) for field in RULE_FIELDS})  # type: ignore[arg-type]  # values are checked by __post_init__
+
+    @property
+    def text(self) -> str:
+        """``use=U,evict=E`` and every other field that is not strict's, as ``parse_rules`` reads it."""
+        words = [f"{field.key}={self.variant(field.key)}" for field in RULE_FIELDS if field.key in ("use", "evict") or self.variant(field.key) != field.default]
+        return ",".join(words)
 
     @property
     def name(self) -> str:
-        """The preset's name when the rule set is a preset, else ``use=...,evict=...``."""
+        """The preset's name when the rule set is a preset, else its ``text``."""
         for name, preset in RULE_PRESETS.items():
             if preset == self:
                 return name
-        return f"use={self.use},evict={self.evict}"
+        return self.text
+
+    def differences(self, other: Rules) -> list[RuleField]:
+        """The fields on which ``other`` picks another variant, in ``RULE_FIELDS`` order."""
+        return [field for field in RULE_FIELDS if self.variant(field.key) != other.variant(field.key)]
+
+
+def rules_problem(rules: Rules) -> str:
+    """Why a combination of variants has no meaning ('' when it has one)."""
+    for field in RULE_FIELDS:
+        value = getattr(rules, field.key)
+        if not isinstance(value, str) or not field.accepts(value):
+            return f"{field.key} must be one of {', '.join(field.variants)}, got {value!r}"
+    for key, value, needed_key, needed, why in RULE_REQUIREMENTS:
+        if getattr(rules, key) == value and getattr(rules, needed_key) != needed:
+            return f"{key}={value} needs {needed_key}={needed}: {why}"
+    return ""
 
 
 RULE_PRESETS: dict[str, Rules] = {
@@ -291,26 +391,30 @@ RULE_PRESETS: dict[str, Rules] = {
     "sglang-fifo": Rules("path+split-tail", "fifo"),
     "sglang-mru": Rules("path+split-tail", "mru"),
     "sglang-filo": Rules("path+split-tail", "filo"),
+    "vllm": Rules("release", "lru", "block", "keep"),
 }
-"""The named rule sets: ``strict`` (the default), and SGLang 0.5.23's RadixCache under each of its
+"""The named rule sets: ``strict`` (the default); SGLang 0.5.23's RadixCache under each of its
 eviction strategies that needs no new call argument (``priority`` needs an insert argument; ``slru``
-and ``tlru`` take configuration)."""
+and ``tlru`` take configuration); vLLM 0.32.0's automatic prefix caching (``BlockPool`` and its free
+queue, ``vllm/v1/core/block_pool.py``)."""
 
 
 def parse_rules(text: str) -> Rules:
-    """A preset's name, or ``use=U,evict=E`` (either may be left out); ValueError naming what is wrong."""
+    """A preset's name, or ``key=value`` pairs joined by commas (``use=release,evict=lru,unit=block,dup=keep``;
+    a field left out is strict's); ValueError naming what is wrong."""
     if text in RULE_PRESETS:
         return RULE_PRESETS[text]
+    keys = {field.key: field for field in RULE_FIELDS}
+    shape = ",".join(f"{field.key}={field.key[0].upper()}" for field in RULE_FIELDS)
     chosen: dict[str, str] = {}
     for part in text.split(","):
         key, equals, value = part.strip().partition("=")
-        if not equals or key not in ("use", "evict") or key in chosen:
-            raise ValueError(f"rules {text!r}: give a preset ({', '.join(RULE_PRESETS)}) or use=U,evict=E")
+        if not equals or key not in keys or key in chosen:
+            raise ValueError(f"rules {text!r}: give a preset ({', '.join(RULE_PRESETS)}) or {shape} (any may be left out)")
+        if not keys[key].accepts(value):
+            raise ValueError(f"rules {text!r}: {key} must be one of {', '.join(keys[key].variants)}, got {value!r}")
         chosen[key] = value
-    use = chosen.get("use", "path")
-    evict = chosen.get("evict", "lru")
-    if use not in USE_RULES:
-        raise ValueError(f"rules {text!r}: use must be one of {', '.join(USE_RULES)}, got {use!r}")
-    if evict not in EVICT_RULES:
-        raise ValueError(f"rules {text!r}: evict must be one of {', '.join(EVICT_RULES)}, got {evict!r}")
-    return Rules(use, evict)
+    try:
+        return Rules(**chosen)  # type: ignore[arg-type]  # each value is one of its field's variants, checked above
+    except ValueError as problem:
+        raise ValueError(f"rules {text!r}: {problem}") from None

@@ -6,11 +6,13 @@ The state is flat, so that each rule reads as a plain statement about it:
   tokens a whole number of blocks long, R12) to the id of its last block (R2), and its two
   indexes: ``_extensions``, the cached prefixes one block longer than each
   cached prefix (the empty one included), and ``_cached_at``, where each id is
-  cached (R2, R5);
+  cached (R2, R5); under ``dup=keep``, ``_copies``: the further blocks cached at a
+  prefix, oldest first, beside the one ``_block_at`` names (R5);
 - ``_node_at`` / ``_prefix_of``: where the nodes end, and their NodeIds (R4);
 - ``_own_locks`` (the nodes that hold locks of their own), ``_last_use``,
   ``_hits`` and ``_created``: per node, keyed by
   the node's prefix (R6, R7, R8);
+- under ``use=release``, ``_released``: when each cached block was last released (R7);
 - the clock and the five counters (R7, R9);
 - ``_rules``: the variant of each rule in force (``spec.api.Rules``; R7, R8);
 - ``_events``: the events published since the last ``take_events`` (R13).
@@ -151,6 +153,9 @@ class SpecCache:
         self._extensions: dict[Prefix, set[Prefix]] = {}
         self._namespaces: set[Namespace] = set()
         self._cached_at: dict[BlockId, Prefix] = {}
+        self._copies: dict[Prefix, list[BlockId]] = {}
+        self._released: dict[BlockId, Stamp] = {}
+        self._released_by_this_call = 0
         self._node_at: dict[Prefix, SpecNode] = {}
         self._prefix_of: dict[SpecNode, Prefix] = {}
         self._own_locks: dict[Prefix, int] = {}
@@ -183,6 +188,7 @@ class SpecCache:
         self._clock += 1
         self._split_by_this_call = None
         self._created_by_this_call = 0
+        self._released_by_this_call = 0
 
     # R2: block-granular contents ------------------------------------------------
 
@@ -214,8 +220,15 @@ class SpecCache:
         return MappingProxyType(self._block_at)
 
     def cached_block_ids(self) -> list[BlockId]:
-        """R2, R5: every id the cache holds, in no particular order."""
-        return list(self._block_at.values())
+        """R2, R5: every id the cache holds, copies included (``dup=keep``), in no particular order."""
+        ids = list(self._block_at.values())
+        for copies in self._copies.values():
+            ids.extend(copies)
+        return ids
+
+    def copies_at(self, prefix: Prefix) -> list[BlockId]:
+        """R5, ``dup=keep``: the further blocks cached at ``prefix`` besides ``_block_at[prefix]``, oldest first."""
+        return self._copies.get(prefix, [])
 
     def cache_block(self, prefix: Prefix, block: BlockId) -> None:
         """R2: cache ``block`` as the last block of ``prefix``, whose shorter whole-block prefixes are cached."""
@@ -262,7 +275,8 @@ class SpecCache:
         node = self.root
         if matched[1]:
             node = self.split_at(matched)
-            self.use_path(matched, hit=False)
+            if self._rules.use != "release":  # variant use=release: a lookup touches nothing (R7)
+                self.use_path(matched, hit=False)
         self._lookups += 1
         self._query_tokens += len(prompt)
         self._hit_tokens += len(matched[1])
@@ -371,28 +385,50 @@ class SpecCache:
         if branch_point[1] and branch_point != inserted:
             self.split_at(branch_point)
         duplicates: list[BlockId] = []
-        stored: list[BlockId] = []
-        for prefix, block in zip(positions, given):
+        stored_at: list[int] = []
+        held: list[BlockId] = []
+        for index, (prefix, block) in enumerate(zip(positions, given)):
             cached = self._block_at.get(prefix)
             if cached is None:
                 self.cache_block(prefix, block)
-                self._inserted_blocks += 1
-                stored.append(block)
-            elif cached != block:
+                stored_at.append(index)
+            elif cached == block or block in self.copies_at(prefix):
+                pass  # the caller passed back a block cached at this very position: it is no duplicate
+            elif self._rules.dup == "keep":
+                # Variant dup=keep (vLLM): the block is cached too, one more copy of this position's block.
+                self._copies.setdefault(prefix, []).append(block)
+                self._cached_at[block] = prefix
+                stored_at.append(index)
+            else:
                 duplicates.append(block)
-        if stored:
-            self.publish_stored(branch_point, prompt, stored)
+            held.append(self._block_at[prefix] if self._rules.dup == "refuse" else block)
+        self._inserted_blocks += len(stored_at)
+        self.publish_stored(space, prompt, held, stored_at)
         node = self.split_at(inserted)
-        self.use_path(inserted, hit=True)
+        if self._rules.use == "release":
+            self.release(list(zip(positions, held)))
+        else:
+            self.use_path(inserted, hit=True)
         return Inserted(node=node, duplicates=duplicates)
 
-    def publish_stored(self, below: Prefix, prompt: Tokens, stored: list[BlockId]) -> None:
-        """R13: the blocks an insert cached (the whole-block positions after ``below``, the longest prefix
-        cached before it) as one BlockStored, under the block ``below`` ends with (None: the namespace's first)."""
-        namespace, tokens = below
-        parent = self._block_at[below] if tokens else None
-        end = len(tokens) + arith.cached_tokens(len(stored), self._block_size)
-        self._events.append(BlockStored(parent, prompt[len(tokens) : end], tuple(stored), namespace))
+    def publish_stored(self, namespace: Namespace, prompt: Tokens, held: list[BlockId], stored_at: list[int]) -> None:
+        """R13: the blocks an insert cached, at the block positions ``stored_at`` of ``prompt``, as one
+        BlockStored per run of consecutive positions, each under the block the insert holds just before the run
+        (``held``: the cached block, or under ``dup=keep`` the caller's, cached there too; None at the first block).
+
+        Under ``dup=refuse`` the positions stored are the last ones of the insert, one run.
+        """
+        runs: list[list[int]] = []
+        for index in stored_at:
+            if runs and runs[-1][-1] == index - 1:
+                runs[-1].append(index)
+            else:
+                runs.append([index])
+        for run in runs:
+            start, _ = arith.block_span(run[0], self._block_size)
+            _, end = arith.block_span(run[-1], self._block_size)
+            parent = held[run[0] - 1] if run[0] else None
+            self._events.append(BlockStored(parent, prompt[start:end], tuple(held[index] for index in run), namespace))
 
     # R6: locks ----------------------------------------------------------------------
 
@@ -419,6 +455,16 @@ class SpecCache:
         self._own_locks[prefix] -= 1
         if self._own_locks[prefix] == 0:
             del self._own_locks[prefix]
+        if self._rules.use == "release":
+            # Variant use=release (vLLM): the lock was a request holding the prefix's blocks; those no other
+            # lock pins now are released by this call.
+            self.next_call()
+            pinned = self.pinned_prefixes()
+            unpinned: list[tuple[Prefix, BlockId]] = []
+            for shorter in self.whole_block_prefixes(prefix):
+                if shorter not in pinned:
+                    unpinned.append((shorter, self._block_at[shorter]))
+            self.release(unpinned)
 
     def pinned_prefixes(self) -> set[Prefix]:
         """R6: the cached prefixes a lock pins: a node is pinned while it or any node below it holds a lock,
@@ -449,6 +495,24 @@ class SpecCache:
                     self._hits[node_prefix] += 1
         if split_tail and self._split_by_this_call is not None:
             self._last_use[self._split_by_this_call] = (self._clock, 0)
+
+    def release(self, held: list[tuple[Prefix, BlockId]]) -> None:
+        """R7, variant ``use=release`` (vLLM): the call lets go of ``held`` (a path's blocks in token order);
+        each that no lock pins is released now, tail first, so a deeper block counts as released earlier.
+
+        vLLM 0.32.0 frees a request's blocks in reverse (``single_type_kv_cache_manager.py:589``), and
+        ``BlockPool.free_blocks`` appends each block whose reference count falls to zero to the tail of the
+        free queue (``block_pool.py:791-803``): a block's place in the queue is when it was last released.
+        A lookup touches nothing (``kv_cache_manager.py:264-321`` finds blocks, ``touch`` comes only with an
+        allocation, ``single_type_kv_cache_manager.py:303-304``).  A lock pins the blocks a match returns,
+        the first copy at each position, so a block that a lock pins is not released here.
+        """
+        pinned = self.pinned_prefixes()
+        for prefix, block in reversed(held):
+            if prefix in pinned and self._block_at[prefix] == block:
+                continue
+            self._released_by_this_call += 1
+            self._released[block] = (self._clock, self._released_by_this_call)
 
     # R8: eviction ----------------------------------------------------------------------
 
@@ -500,6 +564,17 @@ class SpecCache:
         """
         wanted = as_count(n_blocks, "n_blocks")
         pinned = self.pinned_prefixes()
+        if self._rules.unit == "block":
+            freed = self.evict_blocks(wanted, pinned)
+        else:
+            freed = self.evict_leaves(wanted, pinned)
+        self._evicted_blocks += len(freed)
+        if freed:
+            self._events.append(BlockRemoved(tuple(freed)))
+        return freed
+
+    def evict_leaves(self, wanted: int, pinned: set[Prefix]) -> list[BlockId]:
+        """R8, variant ``unit=leaf`` (strict): whole unpinned leaves, first to go first, until ``wanted`` blocks are freed."""
         waiting: list[tuple[tuple[int, ...], Prefix]] = []
         for prefix in self._node_at:
             if self.is_leaf(prefix) and prefix not in pinned:
@@ -512,16 +587,87 @@ class SpecCache:
             freed.extend(self.remove_leaf(leaf))
             if parent[1] and self.is_leaf(parent) and parent not in pinned:
                 heapq.heappush(waiting, (self.eviction_key(parent), parent))
-        self._evicted_blocks += len(freed)
-        if freed:
-            self._events.append(BlockRemoved(tuple(freed)))
         return freed
+
+    def evict_blocks(self, wanted: int, pinned: set[Prefix]) -> list[BlockId]:
+        """R8, variant ``unit=block`` (vLLM): free exactly ``wanted`` unpinned blocks, or all of them, one at a time.
+
+        ``get_new_blocks`` pops exactly the blocks it needs from the front of the free queue
+        (``block_pool.py:678-689``, ``kv_cache_utils.py:335-377``), so a leaf is cut, not freed whole.
+        Under ``use=release`` the blocks go in the order they were released (R7), a copy's and its
+        position's other copies apart; that order only ever reaches a spare copy or the last block of a
+        leaf, since a path is released tail first.  Under a node's last use (``use=path``, ...) the
+        first leaf of R8's key is cut from its tail, one block a step; a parent that becomes a leaf
+        competes at its own key.  A leaf cut to nothing is gone (its NodeId unknown, R6); a cut leaf
+        keeps its NodeId and ends one block shorter.
+        """
+        freed: list[BlockId] = []
+        if self._rules.use == "release":
+            waiting: list[tuple[Stamp, BlockId]] = []
+            for block, prefix in self._cached_at.items():
+                if not (prefix in pinned and self._block_at[prefix] == block):
+                    waiting.append((self._released[block], block))
+            waiting.sort()
+            for _stamp, block in waiting[:wanted]:
+                self.remove_block(block)
+                freed.append(block)
+            return freed
+        leaves: list[tuple[tuple[int, ...], Prefix]] = []
+        for prefix in self._node_at:
+            if self.is_leaf(prefix) and prefix not in pinned:
+                leaves.append((self.eviction_key(prefix), prefix))
+        heapq.heapify(leaves)
+        while len(freed) < wanted and leaves:
+            key, leaf = heapq.heappop(leaves)
+            parent = (leaf[0], leaf[1][: self.parent_end(leaf)])
+            freed.append(self._block_at[leaf])
+            shorter = self.cut_leaf(leaf)
+            if shorter is not None:
+                heapq.heappush(leaves, (key, shorter))
+            elif parent[1] and self.is_leaf(parent) and parent not in pinned:
+                heapq.heappush(leaves, (self.eviction_key(parent), parent))
+        return freed
+
+    def remove_block(self, block: BlockId) -> None:
+        """R8, ``use=release``: uncache ``block``: a spare copy goes alone, the first copy leaves its place to
+        the next (the oldest, which a match returns from then on), and a position's last copy is cut from its leaf."""
+        prefix = self._cached_at[block]
+        copies = self.copies_at(prefix)
+        if not copies:
+            assert self.is_leaf(prefix) and prefix in self._node_at, f"block {block}: the release order reached a block a cached prefix extends"
+            self.cut_leaf(prefix)
+            return
+        del self._cached_at[block]
+        del self._released[block]
+        if self._block_at[prefix] == block:
+            self._block_at[prefix] = copies.pop(0)
+        else:
+            copies.remove(block)
+        if not copies:
+            del self._copies[prefix]
+
+    def cut_leaf(self, leaf: Prefix) -> Prefix | None:
+        """R8, ``unit=block``: uncache the last block of the unpinned leaf ending at ``leaf``; the prefix where
+        the leaf now ends, or None when it held that block alone and is gone (R4: NodeIds are never reused)."""
+        shorter = self.one_block_shorter(leaf)
+        parent_end = self.parent_end(leaf)
+        self._released.pop(self._block_at[leaf], None)
+        self.drop_block(leaf)
+        node = self._node_at.pop(leaf)
+        last_use, hits, created = self._last_use.pop(leaf), self._hits.pop(leaf), self._created.pop(leaf)
+        if len(shorter[1]) == parent_end:
+            del self._prefix_of[node]
+            return None
+        self._node_at[shorter] = node
+        self._prefix_of[node] = shorter
+        self._last_use[shorter], self._hits[shorter], self._created[shorter] = last_use, hits, created
+        return shorter
 
     # R9: counters --------------------------------------------------------------------
 
     def cached_blocks(self) -> int:
-        """R9: one block per cached whole-block prefix."""
-        return len(self._block_at)
+        """R9: one block per cached whole-block prefix, and its copies (``dup=keep``)."""
+        return len(self._cached_at)
 
     def cached_tokens(self) -> int:
         """R9: the tokens the cached blocks cover."""
@@ -555,21 +701,36 @@ class SpecCache:
 
         A node's own blocks are those of the prefixes since the node above it.
         """
-        walk: list[tuple[Prefix, tuple[BlockId, ...]]] = []
+        walk: list[tuple[Prefix, tuple[BlockId, ...], tuple[tuple[BlockId, ...], ...]]] = []
         for namespace in self._namespaces:
             for prefix in self._extensions.get((namespace, ()), set()):
-                walk.append((prefix, ()))
+                walk.append((prefix, (), ()))
         while walk:
-            prefix, since_node = walk.pop()
+            prefix, since_node, copies_since = walk.pop()
             blocks = since_node + (self._block_at[prefix],)
+            copies = copies_since + (tuple(self.copies_at(prefix)),)
             if prefix in self._node_at:
-                yield NodeView(prefix[1], blocks, self._own_locks.get(prefix, 0), prefix[0])
-                blocks = ()
+                shown = copies if any(copies) else ()  # R5 dup=keep: a node without copies shows none
+                yield NodeView(prefix[1], blocks, self._own_locks.get(prefix, 0), prefix[0], shown)
+                blocks, copies = (), ()
             for longer in self._extensions[prefix]:
-                walk.append((longer, blocks))
+                walk.append((longer, blocks, copies))
 
     def snapshot(self) -> Snapshot:
-        """R11: every node, in eviction order (R8's key), then prefix length."""
+        """R11: every node, in eviction order (R8's key), then prefix length.
+
+        Under ``use=release`` the order is the blocks' own: the nodes come by namespace and prefix, and
+        ``released`` lists the unpinned blocks in the order ``evict`` frees them (R7, R8).
+        """
+        if self._rules.use == "release":
+            views = sorted(self.node_views(), key=lambda view: (repr(view.namespace), view.prefix))
+            pinned = self.pinned_prefixes()
+            waiting: list[tuple[Stamp, BlockId]] = []
+            for block, prefix in self._cached_at.items():
+                if not (prefix in pinned and self._block_at[prefix] == block):
+                    waiting.append((self._released[block], block))
+            waiting.sort()
+            return Snapshot(self._block_size, tuple(views), self.stats(), tuple(block for _stamp, block in waiting))
         order: list[tuple[tuple[int, ...], int, NodeView]] = []
         for view in self.node_views():
             order.append((self.eviction_key((view.namespace, view.prefix)), len(view.prefix), view))

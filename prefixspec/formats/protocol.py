@@ -56,19 +56,27 @@ def parse_greeting(text: str) -> tuple[str, frozenset[str]]:
 
 
 _INTS = r"\[ *((?:[0-9]+ +)*(?:[0-9]+)?) *\]"  # as vocabulary._INTS: no exponential backtracking
-_NODE = rf" +{_INTS} +{_INTS} +([0-9]+)(?: +ns=(\S+))?"
-_SNAPSHOT = re.compile(rf"{RESULT_GRAMMAR['stats'][0].pattern} +nodes=([0-9]+)((?:{_NODE})*)")
+_COPIES = r"((?:\[ *(?:[0-9]+ +)*(?:[0-9]+)? *\])+)"  # one bracket per own block, no space between: R5 dup=keep
+_NODE = rf" +{_INTS} +{_INTS} +([0-9]+)(?: +copies={_COPIES})?(?: +ns=(\S+))?"
+_SNAPSHOT = re.compile(rf"{RESULT_GRAMMAR['stats'][0].pattern} +nodes=([0-9]+)((?:{_NODE})*)(?: +released=(?P<released>\[[0-9 ]*\]))?")
 _SNAPSHOT_NODE = re.compile(_NODE)
-SNAPSHOT_SHAPE = "STATS nodes=K followed by K times [PREFIX ...] [BLOCK ...] LOCKS (and ns=JSON outside the default namespace)"
+_BRACKETS = re.compile(_INTS)
+SNAPSHOT_SHAPE = (
+    "STATS nodes=K followed by K times [PREFIX ...] [BLOCK ...] LOCKS (then copies=[COPY ...][COPY ...]... when a position "
+    "holds copies, and ns=JSON outside the default namespace), and released=[BLOCK ...] under use=release"
+)
 
 
 def render_snapshot(snapshot: Snapshot) -> str:
-    """A snapshot as the answer to ``snapshot``: the counters, then every node in last-use order."""
+    """A snapshot as the answer to ``snapshot``: the counters, then every node in R11's order (and the released blocks, R7)."""
     nodes = "".join(
-        f" {render_ints(view.prefix)} {render_ints(view.blocks)} {view.locks}" + ("" if view.namespace is None else f" ns={render_namespace(view.namespace)}")
+        f" {render_ints(view.prefix)} {render_ints(view.blocks)} {view.locks}"
+        + ("" if not view.copies else " copies=" + "".join(render_ints(copies) for copies in view.copies))
+        + ("" if view.namespace is None else f" ns={render_namespace(view.namespace)}")
         for view in snapshot.nodes
     )
-    return f"{render_stats(snapshot.stats)} nodes={len(snapshot.nodes)}{nodes}"
+    released = "" if not snapshot.released else f" released={render_ints(snapshot.released)}"
+    return f"{render_stats(snapshot.stats)} nodes={len(snapshot.nodes)}{nodes}{released}"
 
 
 def _namespace_word(text: str | None) -> Namespace:
@@ -95,12 +103,29 @@ def parse_snapshot(text: str, block_size: int) -> Snapshot:
     fields = len(STATS_FIELDS)
     stats = PrefixStats(*(_whole(found[index]) for index in range(1, fields + 1)))
     nodes = tuple(
-        NodeView(tuple(map(_whole, node[1].split())), tuple(map(_whole, node[2].split())), _whole(node[3]), _namespace_word(node[4]))
+        NodeView(
+            tuple(map(_whole, node[1].split())),
+            tuple(map(_whole, node[2].split())),
+            _whole(node[3]),
+            _namespace_word(node[5]),
+            _copies(node[4], len(node[2].split())),
+        )
         for node in _SNAPSHOT_NODE.finditer(found[fields + 2])
     )
     if len(nodes) != _whole(found[fields + 1]):
         raise ResultFormatError(f"a snapshot whose nodes= count ({found[fields + 1]}) is the number of nodes it lists ({len(nodes)})")
-    return Snapshot(block_size, nodes, stats)
+    released = () if found["released"] is None else tuple(map(_whole, found["released"].strip(" []").split()))
+    return Snapshot(block_size, nodes, stats, released)
+
+
+def _copies(text: str | None, own_blocks: int) -> tuple[tuple[int, ...], ...]:
+    """A node's ``copies=`` word (R5 ``dup=keep``): one bracket per own block; ResultFormatError otherwise."""
+    if text is None:
+        return ()
+    copies = tuple(tuple(map(_whole, found[1].split())) for found in _BRACKETS.finditer(text))
+    if len(copies) != own_blocks:
+        raise ResultFormatError(f"a node of {own_blocks} blocks with copies= of {len(copies)} positions (one bracket per block)")
+    return copies
 
 
 class ProtocolServer:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 
 from hypothesis import event as hypothesis_event
 
-from spec.api import ERROR_TYPES, ID_LIMIT, Inserted, Snapshot
+from spec.api import ERROR_TYPES, ID_LIMIT, Inserted, Rules, Snapshot
 from prefixspec.vocabulary import Call
 
 BOUNDARIES = (2**7, 2**8, 2**15, 2**16, 2**31, ID_LIMIT - 1)
@@ -35,6 +35,9 @@ WIDE = 100
 MANY_LOCKS = 100
 BIG_CACHE = 4096
 LONG_LIFE = 2**16
+
+COPY_KEPT = "copy of a cached position kept"
+LEAF_CUT = "leaf cut"
 
 REQUIRED: dict[str, tuple[str, ...]] = {
     "call machine": (
@@ -164,6 +167,8 @@ class Coverage:
                 self.note("split by insert")
             if isinstance(value, Inserted) and value.duplicates:
                 self.note("duplicates handed back")
+            if copies_held(after) > copies_held(before):
+                self.note(COPY_KEPT)
         elif call.op == "evict":
             self.observe_evict(call, before, after)
         elif call.op == "lock":
@@ -178,11 +183,36 @@ class Coverage:
         removed = [view for view in before.nodes if (view.namespace, view.prefix) not in kept]
         if any(len(view.blocks) > 1 for view in removed):
             self.note("multi-block leaf evicted")
+        before_places = set(prefixes_of(before))
+        if any((view.namespace, view.prefix) not in before_places and any(
+            old.namespace == view.namespace and old.prefix[: len(view.prefix)] == view.prefix for old in removed
+        ) for view in after.nodes):
+            self.note(LEAF_CUT)
         prefixes = [(view.namespace, view.prefix) for view in before.nodes]
         for view in removed:
             if any(space == view.namespace and len(other) > len(view.prefix) and other[: len(view.prefix)] == view.prefix for space, other in prefixes):
                 self.note("parent became a leaf within one evict")
                 break
+
+
+def prefixes_of(snapshot: Snapshot) -> list[tuple[object, tuple[int, ...]]]:
+    return [(view.namespace, view.prefix) for view in snapshot.nodes]
+
+
+def copies_held(snapshot: Snapshot) -> int:
+    """R5 ``dup=keep``: the further copies the snapshot's positions hold."""
+    return sum(len(copies) for view in snapshot.nodes for copies in view.copies)
+
+
+def required_events(stage: str, rules: Rules) -> tuple[str, ...]:
+    """The events a ``ci`` run of ``stage`` must reach under ``rules``: under ``dup=keep`` no duplicate is ever
+    handed back, a copy is kept instead (R5); under ``unit=block`` a leaf must also be cut (R8)."""
+    events = REQUIRED.get(stage, ())
+    if rules.dup == "keep":
+        events = tuple(COPY_KEPT if name == "duplicates handed back" else name for name in events)
+    if rules.unit == "block" and "multi-block leaf evicted" in events:
+        events = events + (LEAF_CUT,)
+    return events
 
 
 def tree_shape(snapshot: Snapshot) -> tuple[int, int, int]:

@@ -131,6 +131,18 @@ def cached_block_by_prefix(snapshot: Snapshot) -> dict[tuple[Namespace, tuple[in
     return found
 
 
+def copies_by_prefix(snapshot: Snapshot) -> dict[tuple[Namespace, tuple[int, ...]], tuple[BlockId, ...]]:
+    """R5 ``dup=keep``: the further copies cached at each whole-block prefix that holds any, read off a snapshot."""
+    size = snapshot.block_size
+    found: dict[tuple[Namespace, tuple[int, ...]], tuple[BlockId, ...]] = {}
+    for view in snapshot.nodes:
+        start = len(view.prefix) - len(view.blocks) * size
+        for index, copies in enumerate(view.copies):
+            if copies:
+                found[(view.namespace, view.prefix[: start + (index + 1) * size])] = copies
+    return found
+
+
 @dataclass
 class Engine:
     """The block manager over ``cache``; call ``step(rng)`` repeatedly, then ``drain()``."""
@@ -241,8 +253,13 @@ class Engine:
                 f"right after inserting {whole * size} tokens a match covered {found.matched_tokens}"
                 f"{'' if found.node == node else ' and ended at another node'}"
             )
+        copies: dict[tuple[Namespace, tuple[int, ...]], tuple[BlockId, ...]] | None = None
         for position, block in enumerate(request.table[:whole]):
             if block not in duplicates and found.blocks[position] != block:
+                if copies is None:  # a cache that keeps copies (R5 dup=keep) matches the first; the request's is another
+                    copies = copies_by_prefix(self.cache.snapshot())
+                if block in copies.get((request.namespace, request.prompt[: (position + 1) * size]), ()):
+                    continue
                 raise EngineViolation(f"block {position} was inserted as {block} but matches as {found.blocks[position]}")
         request.table[:whole] = found.blocks
 
@@ -316,9 +333,13 @@ class Engine:
 
     def check(self) -> None:
         """Conservation and lock safety, from the cache's snapshot."""
-        cached = cached_block_by_prefix(self.cache.snapshot())
+        snapshot = self.cache.snapshot()
+        cached = cached_block_by_prefix(snapshot)
         places: dict[BlockId, str] = {}
-        holders: list[tuple[str, list[BlockId]]] = [("the free list", self.free), ("the cache", list(cached.values()))]
+        held = list(cached.values())
+        for copies in copies_by_prefix(snapshot).values():
+            held.extend(copies)
+        holders: list[tuple[str, list[BlockId]]] = [("the free list", self.free), ("the cache", held)]
         for index, request in enumerate(self.running):
             holders.append((f"running request {index}", request.own))
         for where, blocks in holders:

@@ -130,9 +130,17 @@ def describe_snapshot_difference(expected: Snapshot, got: Snapshot, rules: Rules
             rule = "R12, the namespaces" if same_prefixes else "R4, where nodes end"
         elif {(view.prefix, view.blocks) for view in expected.nodes} != {(view.prefix, view.blocks) for view in got.nodes}:
             rule = "R2/R5, the blocks cached"
+        elif {(view.prefix, view.copies) for view in expected.nodes} != {(view.prefix, view.copies) for view in got.nodes}:
+            rule = "R5, the copies a position holds" + (" (dup=keep)" if rules.dup == "keep" else "")
         else:
             rule = "R6, the locks"
         return (rule, f"nodes also {missing}", f"nodes also {extra}")
+    if expected.released != got.released:
+        return (
+            "R7/R8, the order blocks were released in and are evicted in (use=release)",
+            f"released {list(expected.released)}",
+            f"released {list(got.released)}",
+        )
     # The order is R7's under lru (last use) and R8's key otherwise; a cache that
     # orders by another key than the rule set's differs here too.
     rule = "R7/R8, the order of last use and eviction" + ("" if rules.evict == "lru" else f" (evict={rules.evict})")
@@ -183,7 +191,7 @@ class Lockstep(CallThrough):
         self._block_size_checked = False
         self.events = check_events and target is not None and "events" in features_of(target)
         """Take and compare the target's KV events after every call that takes arguments (R13)."""
-        self.mirror = Mirror()
+        self.mirror = Mirror(copies=reference.rules.dup == "keep")
         """The router's mirror, folded from the target's events alone."""
         self._takes = 0
 

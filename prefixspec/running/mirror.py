@@ -34,9 +34,12 @@ class Entry:
 class Mirror:
     """The blocks a router believes cached, from the events it folded."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, copies: bool = False) -> None:
+        """``copies``: the cache keeps a second block stored at a held place (R5 ``dup=keep``), and
+        removing the first leaves the place to the oldest other, as the cache's matches do."""
         self._entries: dict[BlockId, Entry] = {}
         self._block_at: dict[Place, BlockId] = {}
+        self._copies: dict[Place, list[BlockId]] | None = {} if copies else None
 
     def fold(self, events: Sequence[KVEvent]) -> None:
         """Apply ``events`` in order; MirrorError names the first that cannot be applied (the events before it stay)."""
@@ -44,12 +47,14 @@ class Mirror:
             if isinstance(event, AllBlocksCleared):
                 self._entries.clear()
                 self._block_at.clear()
+                if self._copies is not None:
+                    self._copies.clear()
             elif isinstance(event, BlockRemoved):
                 for block in event.blocks:
                     entry = self._entries.pop(block, None)
                     if entry is None:
                         raise MirrorError(f"a BlockRemoved of block {block}, which no event stored (or one removed already)")
-                    del self._block_at[(entry.namespace, entry.prefix)]
+                    self.forget((entry.namespace, entry.prefix), block)
             elif isinstance(event, BlockStored):
                 self.fold_stored(event)
 
@@ -70,10 +75,28 @@ class Mirror:
             if block in self._entries:
                 raise MirrorError(f"a BlockStored of block {block}, which the mirror holds already (a duplicate stored twice)")
             place = (event.namespace, prefix)
+            if place in self._block_at and self._copies is not None:
+                self._entries[block] = Entry(event.namespace, prefix)
+                self._copies.setdefault(place, []).append(block)
+                continue
             if place in self._block_at:
                 raise MirrorError(f"a BlockStored of block {block} where the mirror holds block {self._block_at[place]}")
             self._entries[block] = Entry(event.namespace, prefix)
             self._block_at[place] = block
+
+    def forget(self, place: Place, block: BlockId) -> None:
+        """Drop ``block`` from ``place``; under copies the oldest other copy takes its place."""
+        others = None if self._copies is None else self._copies.get(place)
+        if not others:
+            del self._block_at[place]
+            return
+        assert self._copies is not None
+        if self._block_at[place] == block:
+            self._block_at[place] = others.pop(0)
+        else:
+            others.remove(block)
+        if not others:
+            del self._copies[place]
 
     def contents(self) -> Mapping[Place, BlockId]:
         """Every prefix the mirror holds and the block it ends with, as ``SpecCache.cached_contents`` (a read-only view)."""

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from spec.api import Rules
+from spec.api import RULE_FIELDS, Rules
 from prefixspec.running.machines import RunTally
 
 
@@ -64,7 +64,7 @@ class CheckReport:
     def summary(self) -> str:
         lines = [
             f"prefixspec check {self.target} (profile {self.profile}{'' if self.seed is None else f', seed {self.seed}'}, "
-            f"rules {self.rules.name}: use={self.rules.use}, evict={self.rules.evict})"
+            f"rules {self.rules.name}: {self.rules.text})"
         ]
         for stage in self.stages:
             detail = f"{stage.examples} examples, {stage.calls:,} calls"
@@ -98,7 +98,7 @@ class CheckReport:
             "target": self.target,
             "profile": self.profile,
             "seed": self.seed,
-            "rules": {"name": self.rules.name, "use": self.rules.use, "evict": self.rules.evict},
+            "rules": {"name": self.rules.name, **{field.key: self.rules.variant(field.key) for field in RULE_FIELDS}},
             "result": "passed" if self.passed else "failed",
             "stages": [
                 {

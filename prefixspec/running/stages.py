@@ -30,7 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from spec.api import CacheFactory, Rules, TargetFailure
 from prefixspec.formats.trace import Trace
-from prefixspec.running.coverage import REQUIRED, Coverage
+from prefixspec.running.coverage import Coverage, required_events
 from prefixspec.running.golden import golden_trace
 from prefixspec.running.machines import (
     CALLS_PER_EXAMPLE,
@@ -146,7 +146,7 @@ def run_engine_machine(target: CacheFactory, plan: RunPlan) -> StageResult:
 
 def require_coverage(stage: StageResult, plan: RunPlan) -> StageResult:
     """A passing stage that never reached an event its profile must reach fails, naming the events."""
-    missing = [name for name in REQUIRED.get(stage.name, ()) if not stage.events.get(name)]
+    missing = [name for name in required_events(stage.name, plan.rules) if not stage.events.get(name)]
     stage.missing_events = missing
     # A run shortened with --steps promises less than the profile: its engine examples are not held to it.
     shortened = stage.name == "engine machine" and plan.min_engine_steps < ENGINE_STEPS_PER_EXAMPLE
