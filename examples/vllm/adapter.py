@@ -111,20 +111,14 @@ def _loaded() -> Vllm:
 
 @dataclass(eq=False)
 class VllmNode:
-    """A node of the interface over vLLM's blocks: a chain of blocks from a prompt's first block.
+    """A node of the interface; vLLM has none (``translation.PlaceTree`` says where they end).
 
-    vLLM has no nodes; a chain of blocks is what a request holds.  A node lives while every
-    block of its chain is in the lifetime it had when the node was made (R6: else UnknownNode).
+    A lock is a vLLM request holding the first block of every place from the root to the node's
+    end (what a lookup of that prefix finds), until its unlock frees it.
     """
 
     serial: int
-    namespace: Namespace
-    prefix: tuple[int, ...]
-    blocks: tuple[Any, ...]
-    """vLLM's ``KVCacheBlock`` objects, in token order."""
-    lifetimes: tuple[tuple[int, int], ...]
     locks: list[Any] = field(default_factory=list)
-    """One vLLM request per lock, each holding ``blocks``."""
 
     def __repr__(self) -> str:
         return f"vllm-node{self.serial}"
@@ -147,8 +141,7 @@ class VllmCache:
         self.places: dict[BlockId, Place] = {}  # where each cached id lies (the adapter's own record, not the events')
         self.tree = PlaceTree()
         self.evicted_order: list[tuple[Any, BlockId]] = []  # (external hash, id) of each block evict took, in order
-        self.nodes: dict[tuple[tuple[int, int], ...], VllmNode] = {}
-        self.root_node = VllmNode(0, None, (), (), ())
+        self.root_node = VllmNode(0)
         self.serials = itertools.count(1)
         self.requests = itertools.count()
         self.lookups = self.query_tokens = self.hit_tokens = self.inserted = self.evicted = 0
@@ -179,23 +172,23 @@ class VllmCache:
         found: list[Any] = list(blocks.blocks[0]) if blocks.blocks else []
         return found, int(tokens)
 
-    def node_of(self, namespace: Namespace, prefix: tuple[int, ...], blocks: Sequence[Any]) -> VllmNode:
-        """The node of a chain of blocks (the same chain, the same node, while it lives); the root for none."""
-        if not blocks:
+    def node_at(self, place: Place) -> VllmNode:
+        """R4: the node ending at ``place`` (a cached prefix), made when none ends there; the root for the empty prefix."""
+        if not place[1]:
             return self.root_node
-        lifetimes = tuple(self.ids.lifetime(block.block_id) for block in blocks)
-        node = self.nodes.get(lifetimes)
-        if node is None:
-            node = VllmNode(next(self.serials), namespace, prefix, tuple(blocks), lifetimes)
-            self.nodes[lifetimes] = node
+        node = self.tree.end_node(place, VllmNode(next(self.serials)))
+        assert isinstance(node, VllmNode)
         return node
 
-    def live(self, node: object) -> VllmNode:
-        """R6: a node of this cache whose blocks all live, else UnknownNode (vLLM cannot tell)."""
-        if isinstance(node, VllmNode) and self.nodes.get(node.lifetimes) is node:
-            if all(self.ids.lifetime(block.block_id) == lifetime for block, lifetime in zip(node.blocks, node.lifetimes)):
-                return node
+    def live(self, node: object) -> tuple[VllmNode, Place]:
+        """R6: a node of this cache still in its tree, and where it ends; else UnknownNode (vLLM cannot tell)."""
+        if isinstance(node, VllmNode) and node in self.tree.end_of:
+            return node, self.tree.end_of[node]
         raise UnknownNode(f"{node!r} is not in the cache")
+
+    def blocks_at(self, place: Place) -> list[Any]:
+        """vLLM's blocks a lookup of ``place`` finds: the first at each place from the root."""
+        return [self.pool.blocks[vllm_id] for vllm_id in self.tree.chain(place, self.size)]
 
     def callers(self, blocks: Sequence[Any]) -> list[BlockId]:
         return [self.ids.caller_of[block.block_id] for block in blocks]
@@ -211,12 +204,14 @@ class VllmCache:
             return PrefixMatch(0, [], self.root_node)
         found, matched = self.computed(self.request(prompt, space))
         self.hit_tokens += matched
-        if found:
-            self.tree.mark_end((space, tuple(prompt[:matched])))
-        node = self.node_of(space, tuple(prompt[:matched]), found)
-        return PrefixMatch(matched, self.callers(found), node)
+        return PrefixMatch(matched, self.callers(found), self.node_at((space, tuple(prompt[:matched]))))
 
     def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
+        """A request for ``tokens`` served and finished.  vLLM's lookup finds the cached blocks of the first
+        ``n - 1`` tokens (the caller's other ids there are duplicates, but for an id cached at that very
+        position, which comes back nowhere); every later position gets a new block: the caller's, cached
+        even where the position holds a block already (a copy, block_pool.py:48-52) -- except the caller's
+        own cached block passed back there, which the request takes as computed, as a lookup would."""
         prompt, given = _ids(tokens, "tokens"), _ids(blocks, "blocks")
         space = _namespace(namespace)
         size = self.size
@@ -231,18 +226,17 @@ class VllmCache:
                 raise InvalidArgument(f"block {block} is cached at another position")
         if not whole:
             return Inserted(self.root_node, [])
+        branch = self.tree.longest_cached(places[-1], size)
         request = self.request(prompt, space)
         hit, hit_tokens = self.computed(request)
         kept = len(hit)
-        # The caller's blocks for the positions vLLM computes anew; an id vLLM holds at that very
-        # place already (the caller passing the cached block again) is no block to compute into.
+        duplicates = [
+            block for block, cached in zip(given[:kept], self.callers(hit)) if block != cached and not self.ids.cached(block)
+        ]
+        computed = list(hit)
         fresh = given[kept:]
-        while fresh and self.ids.cached(fresh[-1]):
-            fresh.pop()
-        computed_to = (kept + len(fresh)) * size
-        duplicates = [block for block, cached in zip(given[:kept], self.callers(hit)) if block != cached]
-        if computed_to == 0:
-            return Inserted(self.root_node, duplicates)
+        if fresh and self.ids.cached(fresh[-1]):  # only the last position can be cached past the lookup
+            computed.append(self.pool.blocks[self.ids.vllm_of[fresh.pop()]])
         handed: list[Any] = []
         for position, block in enumerate(fresh, start=kept):
             vllm_block = self.spare.pop() if self.spare else self.grow()
@@ -251,37 +245,26 @@ class VllmCache:
             self.index.expect(places[position], block)
             handed.append(vllm_block)
         # Blocks without a hash go to the front of the free queue, in this order (block_pool.py:792-801);
-        # allocate_slots pops exactly these (single_type_kv_cache_manager.py:399-409).
+        # allocate_slots takes exactly these for the new positions (single_type_kv_cache_manager.py:399-409).
         self.pool.free_blocks(handed)
         allocated = self.manager.allocate_slots(
             request,
-            computed_to - hit_tokens,
-            num_new_computed_tokens=hit_tokens,
-            new_computed_blocks=self.manager.create_kv_cache_blocks((hit,)),
+            len(fresh) * size,
+            num_new_computed_tokens=len(computed) * size,
+            new_computed_blocks=self.manager.create_kv_cache_blocks((computed,)),
         )
         if allocated is None:
             raise TranslationError("vLLM refused to allocate the blocks the adapter put at the head of its free queue")
         held = list(self.manager.coordinator.get_blocks(request.request_id)[0])
-        if [block.block_id for block in held[kept:]] != [block.block_id for block in handed]:
+        if [block.block_id for block in held[len(computed) :]] != [block.block_id for block in handed]:
             raise TranslationError("vLLM did not take the caller's blocks from the head of its free queue")
+        self.manager.free(request)
         for position, vllm_block in enumerate(handed, start=kept):
             self.tree.cache(places[position], vllm_block.block_id, size)
-        if kept and handed:
-            self.tree.mark_end(places[kept - 1])  # the insert leaves the blocks vLLM's lookup found: a branch point
-        self.finish(request)
-        self.inserted += len(fresh)
-        last = held[-1].block_id
-        end = places[kept + len(fresh) - 1]
-        if self.tree.first(end) == last:
-            self.tree.mark_end(end)
-        node = self.node_of(space, tuple(prompt[:computed_to]), held)
-        if computed_to < whole * size:
-            # The tail was the caller's cached blocks again: the node ends at the inserted prefix.
-            tail = [self.pool.blocks[self.ids.vllm_of[block]] for block in given[kept + len(fresh) :]]
-            node = self.node_of(space, tuple(prompt[: whole * size]), held + tail)
-            if self.tree.first(places[-1]) == tail[-1].block_id:
-                self.tree.mark_end(places[-1])
-        return Inserted(node, duplicates)
+        self.inserted += len(handed)
+        if branch[1] and branch != places[-1]:
+            self.node_at(branch)  # R4: the insert leaves the cached prefix inside a node: a branch point
+        return Inserted(self.node_at(places[-1]), duplicates)
 
     def grow(self) -> Any:
         """One more vLLM block, allocated (``ref_cnt`` 1) to the adapter like every block that holds no cached id."""
@@ -294,13 +277,13 @@ class VllmCache:
     def lock(self, node: NodeId) -> None:
         if node is self.root_node:
             return
-        live = self.live(node)
-        request = self.request(live.prefix, live.namespace)
+        live, (namespace, prefix) = self.live(node)
+        request = self.request(prefix, namespace)
         allocated = self.manager.allocate_slots(
             request,
             0,
-            num_new_computed_tokens=len(live.prefix),
-            new_computed_blocks=self.manager.create_kv_cache_blocks((list(live.blocks),)),
+            num_new_computed_tokens=len(prefix),
+            new_computed_blocks=self.manager.create_kv_cache_blocks((self.blocks_at((namespace, prefix)),)),
         )
         if allocated is None:
             raise TranslationError("vLLM refused a request holding only cached blocks")
@@ -309,22 +292,10 @@ class VllmCache:
     def unlock(self, node: NodeId) -> None:
         if node is self.root_node:
             return
-        live = self.live(node)
+        live, _ = self.live(node)
         if not live.locks:
             raise NotLocked(f"{node!r} holds no lock of its own")
-        self.finish(live.locks.pop())
-
-    def finish(self, request: Any) -> None:
-        """``KVCacheManager.free`` of a request; the blocks it releases enter the free queue at its tail, read from there."""
-        releasing = sum(1 for block in self.manager.coordinator.get_blocks(request.request_id)[0] if block.ref_cnt == 1)
-        self.manager.free(request)
-        entered: list[int] = []
-        at = self.pool.free_block_queue.fake_free_list_tail.prev_free_block
-        while len(entered) < releasing and at is not None and at.block_id >= 0:
-            entered.append(at.block_id)
-            at = at.prev_free_block
-        entered.reverse()
-        self.tree.released(entered)
+        self.manager.free(live.locks.pop())
 
     def evict(self, n_blocks: int) -> list[BlockId]:
         try:
@@ -340,19 +311,13 @@ class VllmCache:
         if [block.block_id for block in taken] != [block.block_id for block in going]:
             raise TranslationError("vLLM's get_new_blocks did not pop the head of its free queue")
         freed = [self.ids.release(block.block_id) for block in taken]
-        for block in taken:
+        for block, caller in zip(taken, freed):
             self.tree.evict(block.block_id, self.size)
-        for block in freed:
-            del self.places[block]
+            del self.places[caller]
         self.evicted_order.extend(zip(hashes, freed))
         self.spare.extend(taken)
-        for lifetimes in [key for key, node in self.nodes.items() if not self.alive(node)]:
-            del self.nodes[lifetimes]
         self.evicted += len(freed)
         return freed
-
-    def alive(self, node: VllmNode) -> bool:
-        return all(self.ids.lifetime(block.block_id) == lifetime for block, lifetime in zip(node.blocks, node.lifetimes))
 
     # Counters (R9): vLLM keeps its own prefix-cache stats per scheduler step; these are the interface's.
 
@@ -373,23 +338,17 @@ class VllmCache:
         return self.hit_tokens / self.query_tokens if self.query_tokens else 0.0
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(self.size, tuple(self.node_views()), self.stats())
-
-    def node_views(self) -> list[NodeView]:
-        """Every node (``translation.PlaceTree``) as (its prefix, its own blocks, its own locks, its namespace),
-        in vLLM's eviction order: by when its last block entered the free queue (a request's lock holds it
-        out of the queue; it goes back at the tail when the request is freed)."""
-        locks: dict[int, int] = {}
-        for node in self.nodes.values():
-            if node.locks:
-                last = node.blocks[-1].block_id
-                locks[last] = locks.get(last, 0) + len(node.locks)
-        views: list[tuple[int, NodeView]] = []
-        for (namespace, prefix), own in self.tree.nodes(self.size):
-            callers = tuple(self.ids.caller_of[block] for block in own)
-            views.append((self.tree.stamp[own[-1]], NodeView(prefix, callers, locks.get(own[-1], 0), namespace)))
-        views.sort(key=lambda entry: entry[0])
-        return [view for _, view in views]
+        """R11 under ``use=release``: every node (``translation.PlaceTree``) by namespace and prefix, with its
+        own first blocks, the further copies at each position, and its lock requests; ``released`` is vLLM's
+        free queue from its head: the unpinned blocks in the order ``evict`` (``get_new_blocks``) takes them."""
+        views: list[NodeView] = []
+        for (namespace, prefix), node, own, copies in self.tree.nodes(self.size):
+            assert isinstance(node, VllmNode)
+            shown = tuple(tuple(self.ids.caller_of[block] for block in at) for at in copies)
+            views.append(NodeView(prefix, tuple(self.ids.caller_of[block] for block in own), len(node.locks), namespace, shown if any(shown) else ()))
+        views.sort(key=lambda view: (repr(view.namespace), view.prefix))
+        released = tuple(self.ids.caller_of[block.block_id] for block in self.pool.free_block_queue.iter_blocks_after(None))
+        return Snapshot(self.size, tuple(views), self.stats(), released)
 
     # R13 -----------------------------------------------------------------------------------------
 

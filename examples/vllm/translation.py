@@ -141,29 +141,27 @@ def place_after(parent: Place | None, namespace: Namespace, tokens: Sequence[int
 class PlaceTree:
     """Where the interface's nodes begin and end over vLLM's hash-chained blocks.
 
-    vLLM keeps blocks by hash (a hash names a place: a namespace and a whole-block token
-    prefix, chained through its parent's hash, kv_cache_utils.py:695-725) and no tree.  The
-    tree is the places: the *first* block cached at a place is the one vLLM's lookup serves
-    (``get_one_block``, block_pool.py:62-71), and it is the parent of every block cached
-    after its place, because a request's new blocks follow the blocks its lookup found.
-    Further blocks at a place are *copies* (vLLM does not de-duplicate, block_pool.py:48-52):
-    each is a node of one block under its place's parent.
+    vLLM keeps blocks by hash and no tree.  A hash names a *place*: a namespace and a
+    whole-block token prefix, chained through its parent's hash (kv_cache_utils.py:695-725).
+    The places form the tree.  The *first* block cached at a place is the one vLLM's lookup
+    serves (``get_one_block``, block_pool.py:62-71), so it is the parent of every block cached
+    after its place (a request's new blocks follow the blocks its lookup found).  Further
+    blocks at a place are *copies* (vLLM does not de-duplicate, block_pool.py:48-52), shown
+    at their position of the node that holds it (``NodeView.copies``).
 
-    Nodes end (R4) where a call returned a node (a match's or an insert's end), where an
-    insert left the blocks its lookup found (a branch point), and where an eviction cut a
-    leaf (vLLM evicts blocks one at a time, so a leaf loses its tail and ends higher).
-    Eviction order: ``stamp`` numbers the blocks in the order they entered vLLM's free queue,
-    whose head goes first; a node goes with its last block, which entered first (a request
-    frees its blocks tail first, single_type_kv_cache_manager.py:588-589).
+    Nodes end (R4) where a call returned a node (a match's or an insert's end) and where an
+    insert left the cached prefix (a branch point); ``node_at`` holds them by their end.  vLLM
+    evicts blocks one at a time (R8 ``unit=block``): the first block of a place that goes
+    hands the place to the next copy; a place's last block cuts its leaf, whose node then ends
+    one block higher (it keeps its handle), or is gone when it held that block alone.
     """
 
     def __init__(self) -> None:
         self.copies: dict[Place, list[int]] = {}
         self.place_of: dict[int, Place] = {}
         self.extensions: dict[Place, set[Place]] = {}
-        self.ends: set[Place] = set()
-        self.stamp: dict[int, int] = {}
-        self.clock = 0
+        self.node_at: dict[Place, object] = {}
+        self.end_of: dict[object, Place] = {}
 
     @staticmethod
     def parent(place: Place, block_size: int) -> Place:
@@ -172,6 +170,26 @@ class PlaceTree:
     def first(self, place: Place) -> int | None:
         blocks = self.copies.get(place)
         return blocks[0] if blocks else None
+
+    def chain(self, place: Place, block_size: int) -> list[int]:
+        """The first blocks of ``place`` and of every place above it, in token order (what a lookup finds)."""
+        found: list[int] = []
+        at = place
+        while at[1]:
+            found.append(self.copies[at][0])
+            at = self.parent(at, block_size)
+        found.reverse()
+        return found
+
+    def longest_cached(self, place: Place, block_size: int) -> Place:
+        """The longest whole-block prefix of ``place`` that is cached (the empty one when none is)."""
+        namespace, tokens = place
+        longest: Place = (namespace, ())
+        for end in range(block_size, len(tokens) + 1, block_size):
+            if (namespace, tokens[:end]) not in self.copies:
+                break
+            longest = (namespace, tokens[:end])
+        return longest
 
     def cache(self, place: Place, block: int, block_size: int) -> None:
         """vLLM cached ``block`` at ``place`` (a copy when the place holds a block already)."""
@@ -182,47 +200,54 @@ class PlaceTree:
         blocks.append(block)
         self.place_of[block] = place
 
-    def mark_end(self, place: Place) -> None:
-        if place[1]:
-            self.ends.add(place)
+    def end_node(self, place: Place, new_node: object) -> object:
+        """The node ending at ``place``: the one there, else ``new_node``, which ends there from now on."""
+        node = self.node_at.setdefault(place, new_node)
+        self.end_of[node] = place
+        return node
 
-    def released(self, blocks_in_queue_order: Sequence[int]) -> None:
-        """These blocks entered vLLM's free queue, at its tail, in this order."""
-        for block in blocks_in_queue_order:
-            self.clock += 1
-            self.stamp[block] = self.clock
+    def parent_end(self, place: Place, block_size: int) -> Place:
+        """The end of the node above the node ending at ``place`` (the namespace's empty prefix: the root)."""
+        at = self.parent(place, block_size)
+        while at[1] and at not in self.node_at:
+            at = self.parent(at, block_size)
+        return at
 
     def evict(self, block: int, block_size: int) -> None:
-        """vLLM evicted ``block``; a leaf that loses its last block ends one block higher (a cut)."""
+        """vLLM evicted ``block``: a copy goes alone, a first block hands its place to the next copy, a place's
+        last block cuts its leaf (TranslationError if blocks cached after it live: vLLM would have broken a chain)."""
         place = self.place_of.pop(block)
-        self.stamp.pop(block, None)
         blocks = self.copies[place]
-        first = blocks[0] == block
         blocks.remove(block)
         if blocks:
             return
-        if not first or self.extensions.get(place):
+        if self.extensions.get(place):
             raise TranslationError(f"vLLM evicted the block at {list(place[1])} while blocks cached after it live")
+        node = self.node_at.pop(place, None)
+        if node is None:
+            raise TranslationError(f"vLLM evicted the block at {list(place[1])}, which ends no leaf")
+        del self.end_of[node]
+        above = self.parent(place, block_size)
+        if above[1] and above not in self.node_at:
+            self.node_at[above] = node  # the cut leaf keeps its handle, one block shorter
+            self.end_of[node] = above
         del self.copies[place]
         del self.extensions[place]
-        self.ends.discard(place)
-        above = self.parent(place, block_size)
         self.extensions[above].discard(place)
-        if above[1] and not self.extensions[above]:
-            self.ends.add(above)
 
-    def nodes(self, block_size: int) -> list[tuple[Place, list[int]]]:
-        """Every node as (its end, its own blocks in token order): the tree's, then each copy, in no order."""
-        found: list[tuple[Place, list[int]]] = []
-        for end in self.ends:
-            own = [self.copies[end][0]]
-            at = self.parent(end, block_size)
-            while at[1] and at not in self.ends:
+    def nodes(self, block_size: int) -> list[tuple[Place, object, list[int], list[list[int]]]]:
+        """Every node as (its end, its handle, its own first blocks in token order, the further copies at each)."""
+        found: list[tuple[Place, object, list[int], list[list[int]]]] = []
+        for end, node in self.node_at.items():
+            own: list[int] = []
+            copies: list[list[int]] = []
+            at = end
+            stop = self.parent_end(end, block_size)
+            while at != stop:
                 own.append(self.copies[at][0])
+                copies.append(self.copies[at][1:])
                 at = self.parent(at, block_size)
             own.reverse()
-            found.append((end, own))
-        for place, blocks in self.copies.items():
-            for copy in blocks[1:]:
-                found.append((place, [copy]))
+            copies.reverse()
+            found.append((end, node, own, copies))
         return found
