@@ -12,7 +12,7 @@ The rules R1-R13 that give these calls their meaning are stated in prose in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -340,7 +340,7 @@ class Rules:
     dup: DupRule = "refuse"
 
     def __post_init__(self) -> None:
-        problem = rules_problem(self)
+        problem = rules_problem({field.key: getattr(self, field.key) for field in RULE_FIELDS})
         if problem:
             raise ValueError(problem)
 
@@ -372,14 +372,14 @@ class Rules:
         return [field for field in RULE_FIELDS if self.variant(field.key) != other.variant(field.key)]
 
 
-def rules_problem(rules: Rules) -> str:
-    """Why a combination of variants has no meaning ('' when it has one)."""
+def rules_problem(chosen: Mapping[str, object]) -> str:
+    """Why a combination of variants, one per key of ``RULE_FIELDS``, has no meaning ('' when it has one)."""
     for field in RULE_FIELDS:
-        value = getattr(rules, field.key)
+        value = chosen.get(field.key, field.default)
         if not isinstance(value, str) or not field.accepts(value):
             return f"{field.key} must be one of {', '.join(field.variants)}, got {value!r}"
     for key, value, needed_key, needed, why in RULE_REQUIREMENTS:
-        if getattr(rules, key) == value and getattr(rules, needed_key) != needed:
+        if chosen.get(key) == value and chosen.get(needed_key) != needed:
             return f"{key}={value} needs {needed_key}={needed}: {why}"
     return ""
 

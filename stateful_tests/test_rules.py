@@ -132,3 +132,43 @@ def test_identify_command_names_the_preset(capsys: pytest.CaptureFixture[str], t
     output = capsys.readouterr().out
     assert "conforms to: sglang-fifo\n" in output
     assert "strict       differs" in output
+
+
+def test_every_field_of_a_rule_set_has_a_key_and_old_texts_still_read() -> None:
+    from spec.api import RULE_FIELDS
+
+    assert [field.key for field in RULE_FIELDS] == ["use", "evict", "unit", "dup"]
+    assert parse_rules("vllm") == Rules("release", "lru", "block", "keep") == parse_rules("use=release,unit=block,dup=keep")
+    assert parse_rules("use=path+split-tail,evict=lfu").name == "sglang-lfu"
+    assert Rules(unit="block").name == "use=path,evict=lru,unit=block"
+    assert parse_rules(Rules("release", "lru", "block", "refuse").name) == Rules("release", "lru", "block", "refuse")
+    assert Rules().with_variant("unit", "block") == Rules(unit="block")
+    assert [field.key for field in RULE_PRESETS["vllm"].differences(Rules())] == ["use", "unit", "dup"]
+    for text, says in (
+        ("dup=keep", "dup=keep needs use=release"),
+        ("use=release", "use=release needs unit=block"),
+        ("use=release,unit=block,evict=mru", "needs evict=lru"),
+        ("unit=tree", "unit must be one of leaf, block"),
+        ("dup=keep,dup=keep", "give a preset"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            parse_rules(text)
+    with pytest.raises(ValueError):
+        Rules(dup="keep")
+
+
+def test_the_snapshot_text_shows_copies_and_the_release_order_and_reads_old_answers() -> None:
+    from spec.model import SpecCache
+    from prefixspec.formats.protocol import parse_snapshot, render_snapshot
+    from prefixspec.vocabulary import ResultFormatError
+
+    cache = SpecCache(2, RULE_PRESETS["vllm"])
+    cache.insert([1, 2, 3, 4], [10, 11], namespace="a")
+    cache.insert([1, 2, 3, 4], [10, 12], namespace="a")
+    text = render_snapshot(cache.snapshot())
+    assert text.endswith('[1 2 3 4] [10 11] 0 copies=[][12] ns="a" released=[11 12 10]')
+    assert parse_snapshot(text, 2) == cache.snapshot()
+    old = "lookups=2 query_tokens=9 hit_tokens=6 inserted_blocks=2 evicted_blocks=0 nodes=2 [1 2 3 4] [11] 0 [1 2] [10] 1"
+    assert render_snapshot(parse_snapshot(old, 2)) == old
+    with pytest.raises(ResultFormatError, match="one bracket per block"):
+        parse_snapshot(text.replace("copies=[][12]", "copies=[12]"), 2)

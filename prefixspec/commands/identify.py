@@ -9,7 +9,7 @@ from pathlib import Path
 
 from spec.api import CacheFactory
 from prefixspec.commands.options import add_exec_options, output_folder, run_on_target
-from prefixspec.running.identify import IDENTIFY_EXAMPLES, IDENTIFY_STEPS, identify
+from prefixspec.running.identify import IDENTIFY_EXAMPLES, IDENTIFY_STEPS, explain, identify
 from prefixspec.running.stages import RunPlan
 from prefixspec.targets.loading import DEFAULT_TARGET
 
@@ -20,6 +20,7 @@ def add_identify_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     add_exec_options(parser, "instead of a TARGET")
     parser.add_argument("--out", metavar="DIR", default="counterexamples/identify", help="where counterexamples go, a folder per preset")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("--no-explain", action="store_true", help="when no preset conforms, do not search the other rule sets")
     parser.set_defaults(run=command_identify)
 
 
@@ -39,6 +40,13 @@ def identify_and_report(factory: CacheFactory, target_name: str, replay_target: 
         print(verdict.line())
     conforming = [verdict.rules.name for verdict in verdicts if verdict.conforms]
     print(f"conforms to: {', '.join(conforming) if conforming else 'none of the presets'}")
+    aborted = any(stage.aborted for verdict in verdicts for stage in verdict.report.stages)
+    if not conforming and not aborted and not arguments.no_explain:
+        explanation = explain(factory, target_name=target_name, base=base, verdicts=verdicts, progress=None if arguments.quiet else sys.stderr)
+        for line in explanation.lines():
+            print(line)
+        if explanation.found is not None:
+            conforming = [explanation.found.rules.text]
     if conforming:
         print(f"check it fully with: prefixspec check {replay_target.removeprefix('--target ')} --rules {conforming[0]}")
     return 0 if conforming else 1

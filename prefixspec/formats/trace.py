@@ -112,10 +112,10 @@ def parse_block_size(text: str, line: int) -> int:
 
 
 def parse_rules_line(text: str, line: int) -> Rules:
-    """``rules NAME`` (a preset, or ``use=U,evict=E``): the rule set the trace's results follow."""
+    """``rules NAME`` (a preset, or ``key=value`` pairs of ``spec.api.RULE_FIELDS``, e.g. ``use=U,evict=E``): the rule set the trace's results follow."""
     words = text.split()
     if len(words) != 2:
-        raise TraceFormatError(line, "expected 'rules NAME' (a preset or use=U,evict=E)")
+        raise TraceFormatError(line, "expected 'rules NAME' (a preset, or key=value pairs such as use=U,evict=E,unit=N,dup=D)")
     try:
         return parse_rules(words[1])
     except ValueError as error:

@@ -26,7 +26,7 @@ from spec.api import ERROR_TYPES, CacheFactory, KVEvent, NodeId, NodeView, Prefi
 from spec.model import SpecCache
 from prefixspec.formats.trace import PASSED_ON, CallRunner, Step, Trace, outcome_text, same_outcome
 from prefixspec.running.mirror import Mirror, MirrorError, contents_difference
-from prefixspec.vocabulary import TAKE_EVENTS, Call, CallThrough, Unwritable, WrongResult, features_of, render_ints, render_stats
+from prefixspec.vocabulary import TAKE_EVENTS, Call, CallThrough, Unwritable, WrongResult, features_of, render_ints, render_namespace, render_stats
 
 
 class Disagreement(AssertionError):
@@ -85,6 +85,15 @@ def result_rule(op: str, expected: str, got: str) -> str:
     return RESULT_RULES.get(op, "R9, the counters")
 
 
+def node_label(view: NodeView) -> str:
+    """A node as an order difference names it: its prefix, and its namespace outside the default (R12)."""
+    return render_ints(view.prefix) + ("" if view.namespace is None else f" ns={render_namespace(view.namespace)}")
+
+
+def order_text(views: Sequence[NodeView]) -> str:
+    return "[" + ", ".join(node_label(view) for view in views) + "]"
+
+
 def moved_node(expected: Sequence[NodeView], got: Sequence[NodeView], tokens: Sequence[int] = ()) -> str:
     """For two orders of the same nodes: the one node whose move makes them differ, with both its places.
 
@@ -105,12 +114,12 @@ def moved_node(expected: Sequence[NodeView], got: Sequence[NodeView], tokens: Se
     if candidates:
         view = max(candidates, key=lambda candidate: (shared(candidate), abs(expected.index(candidate) - got.index(candidate))))
         return (
-            f"node {render_ints(view.prefix)} moved: it is at place {expected.index(view) + 1} of {len(expected)} "
+            f"node {node_label(view)} moved: it is at place {expected.index(view) + 1} of {len(expected)} "
             f"in the spec's order, {got.index(view) + 1} in the cache's"
         )
     for index, (wanted, actual) in enumerate(zip(expected, got)):
         if wanted != actual:
-            return f"from place {index + 1} of {len(expected)} on: the spec has node {render_ints(wanted.prefix)} there, the cache {render_ints(actual.prefix)}"
+            return f"from place {index + 1} of {len(expected)} on: the spec has node {node_label(wanted)} there, the cache {node_label(actual)}"
     return "the orders differ"
 
 
@@ -147,8 +156,8 @@ def describe_snapshot_difference(expected: Snapshot, got: Snapshot, rules: Rules
     moved = moved_node(expected.nodes, got.nodes, tokens)
     return (
         rule,
-        f"last-use order {[list(view.prefix) for view in expected.nodes]}; {moved}",
-        f"last-use order {[list(view.prefix) for view in got.nodes]}",
+        f"last-use order {order_text(expected.nodes)}; {moved}",
+        f"last-use order {order_text(got.nodes)}",
     )
 
 

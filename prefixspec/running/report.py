@@ -127,6 +127,21 @@ class CheckReport:
         }
 
 
+FLAKY = (
+    "the cache answered the same calls differently on two runs (Hypothesis: FlakyFailure): its answers depend on "
+    "something besides its calls (time, randomness, state shared between caches, a stale process)."
+)
+
+
+def flaky_failure(first: BaseException, traces: list[str], written: str) -> str:
+    """The report of a target that failed a run of calls and then passed the same calls: it says so, with the calls."""
+    lines = [FLAKY, f"The run that failed: {type(first).__name__}: {str(first).splitlines()[0] if str(first) else ''}"]
+    if traces:
+        lines.append(f"Its calls ({len(traces[0].splitlines())} lines) are in {written}; replayed, they may pass or fail:")
+        lines.extend(f"  {line}" for line in traces[0].splitlines()[:40])
+    return "\n".join(lines)
+
+
 class Progress:
     """Progress lines on a stream, at most one every half second."""
 

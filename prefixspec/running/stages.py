@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
-from hypothesis.errors import HypothesisException
+from hypothesis.errors import FlakyFailure, HypothesisException
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
@@ -42,7 +42,7 @@ from prefixspec.running.machines import (
     engine_machine,
 )
 from prefixspec.running.profiles import load_profile
-from prefixspec.running.report import CheckReport, Progress, StageResult
+from prefixspec.running.report import CheckReport, Progress, StageResult, flaky_failure
 from prefixspec.running.scale import run_scale
 from prefixspec.running.shrink import DoesNotReproduce, counterexample_trace, first_disagreement, minimise
 
@@ -300,6 +300,26 @@ def target_failure_in(error: BaseException) -> TargetFailure | None:
     return None
 
 
+def report_flaky(stage: StageResult, failure: FlakyFailure, plan: RunPlan) -> None:
+    """A target that failed some calls and passed them when Hypothesis ran them again: the calls, unminimised
+    (delta debugging replays them, and replays prove nothing of such a target), written as they ran."""
+    inner = [error for error in failure.exceptions if isinstance(getattr(error, "prefixspec_trace", None), Trace)]
+    first = inner[0] if inner else failure.exceptions[0] if failure.exceptions else failure
+    texts: list[str] = []
+    written = "no trace (the failure recorded no calls)"
+    if inner:
+        trace = cast(Trace, getattr(inner[0], "prefixspec_trace"))
+        plan.out_dir.mkdir(parents=True, exist_ok=True)
+        path = plan.out_dir / f"{stage.name.replace(' ', '_')}.flaky.trace"
+        path.write_text(trace.text(), encoding="utf-8")
+        texts.append(trace.text())
+        written = str(path)
+        stage.counterexample = str(path)
+        stage.counterexample_calls = len(trace.steps)
+    stage.rule = "not reproducible: the same calls answered differently"
+    stage.failure = flaky_failure(first, texts, written)
+
+
 def run_machine(
     name: str,
     machine: type[RuleBasedStateMachine],
@@ -330,6 +350,11 @@ def run_machine(
         except TargetFailure as error:
             return aborted_stage(tally_stage(name, tally), started, error)
     stage = tally_stage(name, tally, passed=failure is None)
+    if isinstance(failure, FlakyFailure):
+        stage.seconds_to_failure = tally.first_failure_seconds or (time.perf_counter() - started)
+        report_flaky(stage, failure, plan)
+        stage.seconds = time.perf_counter() - started
+        return stage
     if failure is not None:
         stage.seconds_to_failure = tally.first_failure_seconds or (time.perf_counter() - started)
         stage.failure = f"{type(failure).__name__}: {failure}".strip()
