@@ -109,46 +109,60 @@ def cached_chain(tree: PlaceTree, tokens: tuple[int, ...], blocks: list[int], na
         tree.cache((namespace, tokens[: (index + 1) * B]), block, B)
 
 
-def views(tree: PlaceTree) -> set[tuple[tuple[int, ...], tuple[int, ...]]]:
-    return {(end[1], tuple(own)) for end, own in tree.nodes(B)}
+def views(tree: PlaceTree) -> set[tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, ...], ...]]]:
+    return {(end[1], tuple(own), tuple(tuple(at) for at in copies)) for end, _node, own, copies in tree.nodes(B)}
 
 
 def test_an_insert_is_one_node_and_a_match_inside_it_splits_it() -> None:
     tree = PlaceTree()
     cached_chain(tree, (1, 2, 3, 4, 5, 6), [0, 1, 2])
-    tree.mark_end(place(1, 2, 3, 4, 5, 6))
-    assert views(tree) == {((1, 2, 3, 4, 5, 6), (0, 1, 2))}
-    tree.mark_end(place(1, 2))
-    assert views(tree) == {((1, 2), (0,)), ((1, 2, 3, 4, 5, 6), (1, 2))}
+    leaf = tree.end_node(place(1, 2, 3, 4, 5, 6), "leaf")
+    assert views(tree) == {((1, 2, 3, 4, 5, 6), (0, 1, 2), ((), (), ()))}
+    assert tree.end_node(place(1, 2), "upper") == "upper"
+    assert tree.end_node(place(1, 2, 3, 4, 5, 6), "another") == leaf, "one node ends at a place"
+    assert views(tree) == {((1, 2), (0,), ((),)), ((1, 2, 3, 4, 5, 6), (1, 2), ((), ()))}
+    assert tree.chain(place(1, 2, 3, 4), B) == [0, 1]
+    assert tree.longest_cached(place(1, 2, 3, 4, 9, 9), B) == place(1, 2, 3, 4)
 
 
-def test_a_copy_is_a_node_of_one_block_and_takes_over_its_place_when_the_first_goes() -> None:
+def test_a_copy_shows_at_its_position_and_takes_over_its_place_when_the_first_goes() -> None:
     tree = PlaceTree()
     cached_chain(tree, (1, 2, 3, 4), [0, 1])
-    tree.mark_end(place(1, 2, 3, 4))
+    tree.end_node(place(1, 2, 3, 4), "node")
     tree.cache(place(1, 2, 3, 4), 5, B)  # the same prompt again: vLLM recomputes its last block
-    tree.mark_end(place(1, 2))
     assert tree.first(place(1, 2, 3, 4)) == 1
-    assert views(tree) == {((1, 2), (0,)), ((1, 2, 3, 4), (1,)), ((1, 2, 3, 4), (5,))}
+    assert views(tree) == {((1, 2, 3, 4), (0, 1), ((), (5,)))}
     tree.evict(1, B)
     assert tree.first(place(1, 2, 3, 4)) == 5
-    assert views(tree) == {((1, 2), (0,)), ((1, 2, 3, 4), (5,))}
+    assert views(tree) == {((1, 2, 3, 4), (0, 5), ((), ()))}
+    assert tree.end_of["node"] == place(1, 2, 3, 4)
 
 
-def test_evicting_a_leafs_last_block_cuts_it() -> None:
+def test_evicting_a_leafs_last_block_cuts_it_and_the_leaf_keeps_its_node() -> None:
     tree = PlaceTree()
     cached_chain(tree, (1, 2, 3, 4, 5, 6), [0, 1, 2])
-    tree.mark_end(place(1, 2, 3, 4, 5, 6))
+    tree.end_node(place(1, 2, 3, 4, 5, 6), "leaf")
     tree.evict(2, B)
-    assert views(tree) == {((1, 2, 3, 4), (0, 1))}
+    assert views(tree) == {((1, 2, 3, 4), (0, 1), ((), ()))}
+    assert tree.end_of["leaf"] == place(1, 2, 3, 4)
     tree.evict(1, B)
     tree.evict(0, B)
-    assert views(tree) == set() and not tree.copies and not tree.ends
+    assert views(tree) == set() and not tree.copies and not tree.node_at and "leaf" not in tree.end_of
+
+
+def test_a_cut_leaf_that_held_one_block_below_a_node_is_gone() -> None:
+    tree = PlaceTree()
+    cached_chain(tree, (1, 2, 3, 4), [0, 1])
+    tree.end_node(place(1, 2), "upper")
+    tree.end_node(place(1, 2, 3, 4), "leaf")
+    tree.evict(1, B)
+    assert "leaf" not in tree.end_of and tree.end_of["upper"] == place(1, 2)
 
 
 def test_a_block_with_blocks_after_it_is_never_evicted_quietly() -> None:
     tree = PlaceTree()
     cached_chain(tree, (1, 2, 3, 4), [0, 1])
+    tree.end_node(place(1, 2, 3, 4), "leaf")
     with pytest.raises(TranslationError, match="blocks cached after it"):
         tree.evict(0, B)
 
@@ -157,15 +171,7 @@ def test_namespaces_are_separate_trees() -> None:
     tree = PlaceTree()
     cached_chain(tree, (1, 2), [0], namespace="a")
     cached_chain(tree, (1, 2), [1], namespace="b")
-    tree.mark_end(("a", (1, 2)))
-    tree.mark_end(("b", (1, 2)))
+    tree.end_node(("a", (1, 2)), "a")
+    tree.end_node(("b", (1, 2)), "b")
     assert tree.first(("a", (1, 2))) == 0 and tree.first(("b", (1, 2))) == 1
-    assert sorted((end, own) for end, own in tree.nodes(B)) == [(("a", (1, 2)), [0]), (("b", (1, 2)), [1])]
-
-
-def test_the_eviction_order_is_the_order_blocks_entered_the_free_queue() -> None:
-    tree = PlaceTree()
-    tree.released([4, 3])
-    tree.released([7])
-    tree.released([3])  # released again after a request held it: it is the most recent now
-    assert sorted(tree.stamp, key=tree.stamp.__getitem__) == [4, 7, 3]
+    assert sorted((end, own) for end, _node, own, _copies in tree.nodes(B)) == [(("a", (1, 2)), [0]), (("b", (1, 2)), [1])]

@@ -236,18 +236,21 @@ class PlaceTree:
         self.extensions[above].discard(place)
 
     def nodes(self, block_size: int) -> list[tuple[Place, object, list[int], list[list[int]]]]:
-        """Every node as (its end, its handle, its own first blocks in token order, the further copies at each)."""
+        """Every node as (its end, its handle, its own first blocks in token order, the further copies at each),
+        walking the places down from each namespace's root once."""
         found: list[tuple[Place, object, list[int], list[list[int]]]] = []
-        for end, node in self.node_at.items():
-            own: list[int] = []
-            copies: list[list[int]] = []
-            at = end
-            stop = self.parent_end(end, block_size)
-            while at != stop:
-                own.append(self.copies[at][0])
-                copies.append(self.copies[at][1:])
-                at = self.parent(at, block_size)
-            own.reverse()
-            copies.reverse()
-            found.append((end, node, own, copies))
+        walk: list[tuple[Place, list[int], list[list[int]]]] = []
+        for top, below in self.extensions.items():
+            if not top[1]:
+                walk.extend((place, [], []) for place in below)
+        while walk:
+            place, own, copies = walk.pop()
+            blocks = self.copies[place]
+            own = own + [blocks[0]]
+            copies = copies + [blocks[1:]]
+            node = self.node_at.get(place)
+            if node is not None:
+                found.append((place, node, own, copies))
+                own, copies = [], []
+            walk.extend((longer, own, copies) for longer in self.extensions[place])
         return found
