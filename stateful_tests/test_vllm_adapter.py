@@ -41,12 +41,13 @@ def test_a_request_frees_its_tail_first() -> None:
 
 
 def test_eviction_pops_exactly_n_blocks_and_cuts_a_leaf() -> None:
-    """R8, granularity: evict 5 of a 10-block prefix frees 5; the leaf ends 5 blocks higher."""
+    """R8, granularity: evict 5 of a 10-block prefix frees 5; the leaf keeps its node, 5 blocks shorter."""
     cache = make_cache(1)
-    cache.insert(list(range(10)), list(range(100, 110)))
+    leaf = cache.insert(list(range(10)), list(range(100, 110))).node
     assert cache.evict(5) == [109, 108, 107, 106, 105]
     assert [(view.prefix, view.blocks) for view in cache.snapshot().nodes] == [((0, 1, 2, 3, 4), (100, 101, 102, 103, 104))]
-    assert cache.match_prefix(list(range(10))).blocks == [100, 101, 102, 103, 104]
+    found = cache.match_prefix(list(range(10)))
+    assert found.blocks == [100, 101, 102, 103, 104] and found.node is leaf
 
 
 def test_one_prompt_served_three_times_caches_three_copies() -> None:
@@ -57,7 +58,8 @@ def test_one_prompt_served_three_times_caches_three_copies() -> None:
         assert cache.insert([1, 2, 3, 4], [block]).duplicates == []
     stored = cache.take_events()
     assert stored == [BlockStored(None, (1, 2, 3, 4), (block,), None) for block in (10, 20, 30)]
-    assert sorted(view.blocks for view in cache.snapshot().nodes) == [(10,), (20,), (30,)]
+    assert [(view.blocks, view.copies) for view in cache.snapshot().nodes] == [((10,), ((20, 30),))]
+    assert cache.snapshot().released == (10, 20, 30) and cache.cached_blocks() == 3
     assert cache.evict(1) == [10]
     assert cache.take_events() == [BlockRemoved((10,))]
     assert cache.match_prefix([1, 2, 3, 4, 5]).blocks == [20], "another copy still serves hits"
@@ -71,7 +73,7 @@ def test_a_lookup_touches_nothing_and_recency_is_the_last_release() -> None:
     cache.insert([2, 2], [20])
     cache.match_prefix([2, 2, 9])  # a lookup: no use
     cache.unlock(node_a)
-    assert [view.prefix for view in cache.snapshot().nodes] == [(2, 2), (1, 1)]
+    assert cache.snapshot().released == (20, 10), "vLLM's free queue, head first"
     assert cache.evict(1) == [20]
 
 
@@ -109,3 +111,13 @@ def test_refusals_change_nothing() -> None:
         with pytest.raises(InvalidArgument):
             cache.insert(tokens, blocks)
     assert cache.snapshot() == before and free_queue_is_the_cached_unheld_blocks(cache)
+
+
+def test_within_the_usable_prefix_another_id_is_a_duplicate_and_past_it_a_copy() -> None:
+    """R5: vLLM's lookup reuses the cached blocks of the first n - 1 tokens; only later positions get new blocks."""
+    cache = make_cache(2)
+    cache.insert([1, 2, 3, 4], [10, 11])
+    assert cache.insert([1, 2, 3, 4, 5], [20, 21]).duplicates == [20, 21]
+    assert cache.insert([1, 2, 3, 4], [30, 31]).duplicates == [30]
+    assert cache.take_events()[-1] == BlockStored(10, (3, 4), (31,), None)
+    assert [(view.blocks, view.copies) for view in cache.snapshot().nodes] == [((10, 11), ((), (31,)))]
