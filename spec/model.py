@@ -612,8 +612,7 @@ class SpecCache:
             for block, prefix in self._cached_at.items():
                 if not (prefix in pinned and self._block_at[prefix] == block):
                     waiting.append((self._released[block], block))
-            waiting.sort()
-            for _stamp, block in waiting[:wanted]:
+            for _stamp, block in heapq.nsmallest(wanted, waiting):
                 self.remove_block(block)
                 freed.append(block)
             return freed

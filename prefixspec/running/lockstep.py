@@ -146,7 +146,9 @@ def describe_snapshot_difference(expected: Snapshot, got: Snapshot, rules: Rules
         return (rule, f"nodes also {missing}", f"nodes also {extra}")
     if expected.released != got.released:
         return (
-            "R7/R8, the order blocks were released in and are evicted in (use=release)",
+            "R7/R8, the order blocks were released in and are evicted in (use=release)"
+            if rules.use == "release"
+            else f"R7/R8, the order of eviction: the cache keeps a release order of blocks (as under use=release), the rule set orders nodes by use={rules.use}",
             f"released {list(expected.released)}",
             f"released {list(got.released)}",
         )
