@@ -211,13 +211,9 @@ class RadixCache:
             # a copy cached at this very position already is passed back, as the first one would be.
             copy_of = tree.copy_of
             duplicates = []
-            # Only past the usable prefix (R3): vLLM's lookup reuses the cached blocks of the first n - 1
-            # tokens, so a different id offered there is a duplicate as under dup=refuse.
-            reusable = (len(query) - 1) // block_size
             for index, (new, kept) in enumerate(zip(given.tolist(), held.tolist())):
                 if new != kept and copy_of.get(new) != kept:
-                    if index >= reusable:
-                        copies.append((index, new, kept))
+                    copies.append((index, new, kept))
                     duplicates.append(new)
         else:
             duplicates = [new for new, kept in zip(given.tolist(), held.tolist()) if new != kept]
@@ -226,12 +222,12 @@ class RadixCache:
         # and changes nothing when it refuses.
         if not tree.held_ids.claim(duplicates + fresh.tolist() if duplicates else fresh):
             raise InvalidArgument("blocks repeats an id, or holds an id already cached at another position")
-        if copies:
+        if self._keep:
             for _index, new, kept in copies:
                 tree.add_copy(kept, new)
-            copied = {new for _index, new, _kept in copies}
-            duplicates = [block for block in duplicates if block not in copied]
-        tree.held_ids.release(duplicates)
+            duplicates = []
+        else:
+            tree.held_ids.release(duplicates)
 
         self._clock += 1
         if partial is not None:
@@ -240,18 +236,14 @@ class RadixCache:
             # One BlockStored per copy (a run of them is one per block, which R13 counts as the same),
             # under the block the caller passed before it, cached at that position.
             start = index * block_size
-            self._events.append((int(held[index - 1]) if index else None, query, start, start + block_size, array(TOKEN_TYPECODE, [new]), namespace))
+            self._events.append((int(given[index - 1]) if index else None, query, start, start + block_size, array(TOKEN_TYPECODE, [new]), namespace))
         if fresh:
             path.append(tree.add_leaf(path[-1] if path else tree.root, buffer, fresh, self._clock, namespace))
-            parent = held[-1] if held else None  # fresh blocks follow positions the lookup reuses
+            parent = (int(new_ids[len(held) - 1]) if self._keep else held[-1]) if held else None
             self._events.append((parent, query, len(held) * block_size, n_blocks * block_size, fresh, namespace))
         self._inserted_blocks += len(fresh) + len(copies)
         if self._release:
-            released = (held + fresh).tolist()
-            if self._keep:  # past the usable prefix the request holds the caller's blocks, copies included
-                for index in range((len(query) - 1) // block_size, len(held)):
-                    released[index] = int(new_ids[index])
-            tree.release_blocks(released)
+            tree.release_blocks((new_ids if self._keep else held + fresh).tolist())
         else:
             tree.touch(path, self._clock, hit=True, split_tail=partial if self._split_tails else None, ranked=self._split_tails)
         return Inserted(path[-1], duplicates)

@@ -387,26 +387,21 @@ class SpecCache:
         duplicates: list[BlockId] = []
         stored_at: list[int] = []
         held: list[BlockId] = []
-        # Variant dup=keep (vLLM) keeps a copy only past the usable prefix (R3): vLLM's lookup reuses the cached
-        # blocks of the first n - 1 tokens (kv_cache_manager.py:295-300) and the request holds those
-        # (single_type_kv_cache_manager.py:303-313); only the positions after them get new blocks (399-409).
-        reusable = arith.full_blocks(arith.usable_prefix(len(prompt), self._block_size), self._block_size)
         for index, (prefix, block) in enumerate(zip(positions, given)):
             cached = self._block_at.get(prefix)
-            keeps = self._rules.dup == "keep" and index >= reusable
             if cached is None:
                 self.cache_block(prefix, block)
                 stored_at.append(index)
             elif cached == block or block in self.copies_at(prefix):
                 pass  # the caller passed back a block cached at this very position: it is no duplicate
-            elif keeps:
+            elif self._rules.dup == "keep":
                 # Variant dup=keep (vLLM): the block is cached too, one more copy of this position's block.
                 self._copies.setdefault(prefix, []).append(block)
                 self._cached_at[block] = prefix
                 stored_at.append(index)
             else:
                 duplicates.append(block)
-            held.append(block if keeps else self._block_at[prefix])
+            held.append(self._block_at[prefix] if self._rules.dup == "refuse" else block)
         self._inserted_blocks += len(stored_at)
         self.publish_stored(space, prompt, held, stored_at)
         node = self.split_at(inserted)
