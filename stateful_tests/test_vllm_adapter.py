@@ -113,11 +113,12 @@ def test_refusals_change_nothing() -> None:
     assert cache.snapshot() == before and free_queue_is_the_cached_unheld_blocks(cache)
 
 
-def test_within_the_usable_prefix_another_id_is_a_duplicate_and_past_it_a_copy() -> None:
-    """R5: vLLM's lookup reuses the cached blocks of the first n - 1 tokens; only later positions get new blocks."""
+def test_a_request_that_computed_a_cached_prefix_again_caches_copies() -> None:
+    """R5: vLLM looks up once, at admission; a request that did not reuse a cached prefix (it ran beside the one
+    that cached it) caches its own blocks there too, copies; the leading cached ids are what it reused."""
     cache = make_cache(2)
     cache.insert([1, 2, 3, 4], [10, 11])
-    assert cache.insert([1, 2, 3, 4, 5], [20, 21]).duplicates == [20, 21]
-    assert cache.insert([1, 2, 3, 4], [30, 31]).duplicates == [30]
-    assert cache.take_events()[-1] == BlockStored(10, (3, 4), (31,), None)
-    assert [(view.blocks, view.copies) for view in cache.snapshot().nodes] == [((10, 11), ((), (31,)))]
+    assert cache.insert([1, 2, 3, 4, 5], [20, 21]).duplicates == []
+    assert cache.insert([1, 2, 3, 4], [10, 31]).duplicates == []
+    assert cache.take_events()[1:] == [BlockStored(None, (1, 2, 3, 4), (20, 21), None), BlockStored(10, (3, 4), (31,), None)]
+    assert [(view.blocks, view.copies) for view in cache.snapshot().nodes] == [((10, 11), ((20,), (21, 31)))]

@@ -207,11 +207,10 @@ class VllmCache:
         return PrefixMatch(matched, self.callers(found), self.node_at((space, tuple(prompt[:matched]))))
 
     def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
-        """A request for ``tokens`` served and finished.  vLLM's lookup finds the cached blocks of the first
-        ``n - 1`` tokens (the caller's other ids there are duplicates, but for an id cached at that very
-        position, which comes back nowhere); every later position gets a new block: the caller's, cached
-        even where the position holds a block already (a copy, block_pool.py:48-52) -- except the caller's
-        own cached block passed back there, which the request takes as computed, as a lookup would."""
+        """A request for ``tokens`` that ran and finished: ``allocate_slots`` with the blocks it reused (the
+        leading cached ids, as its lookup at admission found them) and new blocks for the rest, the caller's,
+        which ``cache_blocks`` caches even where a place holds a block already (a copy, block_pool.py:48-52;
+        vLLM looks up once, at admission, kv_cache_manager.py:264-321), then ``free``."""
         prompt, given = _ids(tokens, "tokens"), _ids(blocks, "blocks")
         space = _namespace(namespace)
         size = self.size
@@ -228,15 +227,19 @@ class VllmCache:
             return Inserted(self.root_node, [])
         branch = self.tree.longest_cached(places[-1], size)
         request = self.request(prompt, space)
-        hit, hit_tokens = self.computed(request)
-        kept = len(hit)
-        duplicates = [
-            block for block, cached in zip(given[:kept], self.callers(hit)) if block != cached and not self.ids.cached(block)
-        ]
-        computed = list(hit)
+        # The request's lookup ran at its admission (the caller's match); the ids say what it reused: the leading
+        # positions whose id is a block cached at that very place are its computed blocks, and it computed the
+        # rest into new blocks, which vLLM caches even where the place holds a block already.
+        computed: list[Any] = []
+        for place, block in zip(places, given):
+            if not (self.ids.cached(block) and self.places[block] == place):
+                break
+            computed.append(self.pool.blocks[self.ids.vllm_of[block]])
+        kept = len(computed)
         fresh = given[kept:]
-        if fresh and self.ids.cached(fresh[-1]):  # only the last position can be cached past the lookup
-            computed.append(self.pool.blocks[self.ids.vllm_of[fresh.pop()]])
+        if any(self.ids.cached(block) for block in fresh):
+            raise TranslationError("a vLLM request cannot hold a cached block after a block it computed (its computed blocks are a prefix)")
+        duplicates: list[BlockId] = []
         handed: list[Any] = []
         for position, block in enumerate(fresh, start=kept):
             vllm_block = self.spare.pop() if self.spare else self.grow()
