@@ -6,10 +6,11 @@ vLLM's scheduler does with the manager (``docs/adapters.md``, "Engines that are 
 - ``match_prefix``: ``KVCacheManager.get_computed_blocks`` of a request for the tokens
   (kv_cache_manager.py:264-321), which reads the hash map and touches nothing; its
   ``max_cache_hit_length = num_tokens - 1`` (line 295) is R3's usable prefix;
-- ``insert``: a request served and finished: ``get_computed_blocks``, then
-  ``allocate_slots`` for the whole blocks (lines 371-618: it touches the hit blocks and
-  takes new ones from the head of the free queue, then ``cache_blocks`` hashes them), then
-  ``free`` (line 620: ``free_blocks(reversed(...))``, single_type_kv_cache_manager.py:588-589);
+- ``insert``: a request that ran and finished: ``allocate_slots`` with the blocks it reused
+  (the leading ids cached at their places: its lookup at admission found them) and new blocks
+  for the rest (lines 371-618: it touches the former, takes the latter from the head of the
+  free queue, and ``cache_blocks`` hashes them, copies included), then ``free`` (line 620:
+  ``free_blocks(reversed(...))``, single_type_kv_cache_manager.py:588-589);
 - ``lock`` / ``unlock``: a request holding the node's blocks (``allocate_slots`` with the
   node's blocks as its computed blocks, which ``BlockPool.touch`` takes out of the free
   queue, block_pool.py:752-768) and its ``free``;

@@ -48,12 +48,12 @@ What vLLM 0.32.0 does, read line by line (`vllm/v1/core/` of the CPU wheel), and
   (`kv_cache_manager.py:264-321`); `touch` comes with an allocation (`single_type_kv_cache_manager.py:303-304`,
   `block_pool.py:752-768`), which takes the block out of the queue. A block's place in the eviction order is when
   its reference count last fell to zero: insert A, lock A, insert B, unlock A: A is the most recent.
-- **R5 `dup=keep`.** The lookup reuses the cached blocks of the first n - 1 tokens (`max_cache_hit_length`,
-  `kv_cache_manager.py:295`); every later position gets a new block, cached even where its hash is cached already
-  ("We currently don't de-duplicate the blocks in the cache", `block_pool.py:48-52`; `insert`, lines 85-99): a
-  prompt a whole number of blocks long, served again, caches another copy of its last block, a `BlockStored` each
-  under one hash, and evicting one copy publishes `BlockRemoved` while another still serves hits
-  (`get_one_block`, lines 62-71).
+- **R5 `dup=keep`.** A request is looked up once, at admission (`get_computed_blocks`, whose
+  `max_cache_hit_length = num_tokens - 1`, `kv_cache_manager.py:295`, leaves a prompt's last block to compute);
+  every block it computes is cached, even where its hash is cached already ("We currently don't de-duplicate the
+  blocks in the cache", `block_pool.py:48-52`; `insert`, lines 85-99): one 4-token prompt served three times caches
+  three copies of its block, a `BlockStored` each under one hash, and evicting one copy publishes `BlockRemoved`
+  while another still serves hits (`get_one_block`, lines 62-71).
 - **R12, R13.** The namespace is the request's `cache_salt`, which seeds the first block's hash
   (`kv_cache_utils.py:647-651`) and reaches `BlockStored.extra_keys` (`to_event_extra_keys`, lines 666-692);
   the events carry hashes and tokens, never block ids (`block_pool.py:363-374`, 617-624): the adapter maps them to
