@@ -63,10 +63,13 @@ fuzz: $(STAMP)
 # packages its radix cache's import chain needs, constrained to that torch (never
 # torchvision, which would pull a CUDA torch; bench/sglang_adapter.py says why).
 # pip then lists SGLang's other requirements as unmet: expected, its radix cache needs none.
+# openai and partial_json_parser are what the import of SGLang's UnifiedRadixCache adds
+# (sglang/srt/mem_cache/unified_cache/ reaches the server's argument parsing, which imports both).
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 SGLANG_CHAIN := numpy orjson psutil pybase64 requests triton packaging pillow starlette msgspec pydantic \
-	pyzmq tqdm ipython aiohttp dill gguf transformers tokenizers apache-tvm-ffi compressed-tensors sentencepiece
+	pyzmq tqdm ipython aiohttp dill gguf transformers tokenizers apache-tvm-ffi compressed-tensors sentencepiece \
+	openai partial_json_parser
 
 $(BENCH_STAMP): pyproject.toml
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)

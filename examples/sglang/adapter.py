@@ -178,22 +178,24 @@ class SglangCache:
     ) -> None:
         if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
             raise InvalidArgument(f"block_size must be an int >= 1, got {block_size!r}")
-        self.sg = _loaded()
-        self.size = block_size
-        self.allocator = FreedSlots()
-        params = self.sg.CacheInitParams(
-            disable=False,
-            req_to_token_pool=None,
-            token_to_kv_pool_allocator=self.allocator,
-            page_size=block_size,
-            eviction_policy=policy,
-            enable_kv_cache_events=True,
-            dynamo_kv_event_format=dynamo_format,
-        )
         if namespace_field not in ("extra_key", "cache_salt"):
             raise ValueError(f"namespace_field is extra_key or cache_salt, got {namespace_field!r}")
+        self.sg = _loaded()
+        self.size = block_size
+        self.policy = policy
+        self.allocator = FreedSlots()
         self.namespace_field: NamespaceField = namespace_field
-        self.cache: Any = self.sg.RadixCache(params)
+        self.cache: Any = self.build_cache(
+            dict(
+                disable=False,
+                req_to_token_pool=None,
+                token_to_kv_pool_allocator=self.allocator,
+                page_size=block_size,
+                eviction_policy=policy,
+                enable_kv_cache_events=True,
+                dynamo_kv_event_format=dynamo_format,
+            )
+        )
         torch = self.sg.torch
         self.offsets = torch.arange(block_size, dtype=torch.int64)
         self.held: set[int] = set()  # the ids SGLang holds: it does not check R5's "cached elsewhere"
@@ -203,6 +205,10 @@ class SglangCache:
         self.id_of_hash: dict[int, BlockId] = {}  # the id last stored under each SGLang block hash
         self.prefix_of_hash: dict[int, tuple[int, ...]] = {}  # the tokens from the root to each hash's block
         self.awaiting: dict[tuple[int, ...], deque[BlockId]] = {}  # token prefix -> ids taken there, oldest first
+
+    def build_cache(self, params: dict[str, Any]) -> Any:
+        """SGLang's cache of ``CacheInitParams(**params)``: here its ``RadixCache``."""
+        return self.sg.RadixCache(self.sg.CacheInitParams(**params))
 
     @property
     def root(self) -> NodeId:
@@ -290,13 +296,17 @@ class SglangCache:
         result = self.cache.insert(self.sg.InsertParams(key=key, value=self.slots(given)))
         node = result.last_device_node
         kept = int(result.prefix_len) // self.size  # positions SGLang held before this insert
-        self.held.update(given[kept:])
-        for position in range(kept, whole):
-            self.awaiting.setdefault(tuple(prompt[: (position + 1) * self.size]), deque()).append(given[position])
+        self.took(prompt, given, kept, space)
         self.inserted += whole - kept
         path = self.path_blocks(node)
         duplicates = [new for new, old in zip(given[:kept], path[:kept]) if new != old]
         return Inserted(node, duplicates)
+
+    def took(self, prompt: list[int], given: list[int], kept: int, namespace: Namespace) -> None:
+        """SGLang took ``given[kept:]`` for ``prompt``: they are held, and await their BlockStored (R13)."""
+        self.held.update(given[kept:])
+        for position in range(kept, len(given)):
+            self.awaiting.setdefault(tuple(prompt[: (position + 1) * self.size]), deque()).append(given[position])
 
     def cached_along(self, key: list[int], namespace: Namespace = None) -> list[int]:
         """The ids SGLang holds along ``key`` in ``namespace``, read without touching the tree (no stamp, no split).
