@@ -65,6 +65,9 @@ def eviction_key(rules: Rules) -> Callable[[Node], Key]:
         return lambda node: (node.created, node.created_rank, node.last_use, node.use_rank)
     if rules.evict == "mru":
         return lambda node: (-node.last_use, -node.use_rank)
+    if rules.evict == "slru":
+        threshold = rules.slru_threshold
+        return lambda node: (int(node.hits >= threshold), node.last_use, node.use_rank)
     return lambda node: (-node.created, -node.created_rank, node.last_use, node.use_rank)
 
 
@@ -98,7 +101,10 @@ class Node:
     - ``hits``: the inserts that used the node (R7; a split's upper node
       starts with the hits of the node it splits); ``created`` and
       ``created_rank``: the call that created it and the node's order among
-      those it created (R4).
+      those it created (R4): a split's upper node takes the node's own under
+      ``split=inherit``; ``born`` and ``born_rank``: the call that made the node and
+      its order among those, whatever its creation stamp (R7 ranks a call's uses
+      of the nodes it made by them).
     - ``queue_seq``: the seq of the node's live LRU queue entry, -1 when none;
       exactly the unpinned leaves have one.
     """
@@ -118,6 +124,8 @@ class Node:
         "hits",
         "created",
         "created_rank",
+        "born",
+        "born_rank",
         "queue_seq",
     )
 
@@ -147,6 +155,8 @@ class Node:
         self.hits = 0
         self.created = created
         self.created_rank = created_rank
+        self.born = created
+        self.born_rank = created_rank
         self.queue_seq = -1
 
     def __repr__(self) -> str:
@@ -185,6 +195,7 @@ class RadixTree:
         self.block_size = block_size
         self._block_bytes = block_size * TOKEN_BYTES
         self._key = eviction_key(rules)
+        self._inherit_creation = rules.split == "inherit"
         self.root = Node(self, None, b"", b"", array(TOKEN_TYPECODE), 0, 0, 0)
         self.cached_blocks = 0
         self.evictable_blocks = 0
@@ -299,6 +310,8 @@ class RadixTree:
         upper.pins = node.pins
         upper.hits = node.hits
         upper.use_rank = node.use_rank
+        if self._inherit_creation:  # R4 split=inherit: the upper node counts as made when node was
+            upper.created, upper.created_rank = node.created, node.created_rank
         parent.children[upper.key] = upper
         node.segment = node.segment[cut:]
         node.key = node.segment[: self._block_bytes]
@@ -324,7 +337,7 @@ class RadixTree:
         first = segment[: self._block_bytes]
         key: ChildKey = (namespace, first) if parent is self.root and namespace is not None else first
         # The second node a call creates is a leaf below the split it made first (R4).
-        leaf = Node(self, parent, segment, key, blocks, end, last_use, last_use, 2 if parent.created == last_use else 1)
+        leaf = Node(self, parent, segment, key, blocks, end, last_use, last_use, 2 if parent.born == last_use else 1)
         self._dequeue(parent)
         parent.children[key] = leaf
         self.cached_blocks += len(blocks)
@@ -421,7 +434,7 @@ class RadixTree:
         watched = [(node, key(node)) for node in (path[-1], split_tail) if node is not None and node.queue_seq >= 0]
         for node in path:
             node.last_use = clock
-            node.use_rank = node.created_rank if ranked and node.created == clock else 0
+            node.use_rank = node.born_rank if ranked and node.born == clock else 0
         if hit:
             for node in path:
                 node.hits += 1

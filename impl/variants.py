@@ -32,3 +32,15 @@ def sglang_mru(block_size: int) -> RadixCache:
 
 def sglang_filo(block_size: int) -> RadixCache:
     return RadixCache(block_size, RULE_PRESETS["sglang-filo"])
+
+
+def sglang_slru(block_size: int) -> RadixCache:
+    return RadixCache(block_size, RULE_PRESETS["sglang-slru"])
+
+
+def sglang_unified_fifo(block_size: int) -> RadixCache:
+    return RadixCache(block_size, RULE_PRESETS["sglang-unified-fifo"])
+
+
+def sglang_unified_filo(block_size: int) -> RadixCache:
+    return RadixCache(block_size, RULE_PRESETS["sglang-unified-filo"])

@@ -657,8 +657,10 @@ def error_name(error: BaseException) -> str:
 
 # What a cache offers beyond the interface -------------------------------------------------------
 
-FEATURES = ("namespaces", "events")
-"""R12 (``match_prefix`` and ``insert`` take ``namespace``) and R13 (``take_events``): a cache may offer either."""
+FEATURES = ("namespaces", "events", "walk-order", "unordered")
+"""R12 (``match_prefix`` and ``insert`` take ``namespace``) and R13 (``take_events``): a cache may offer either.
+``walk-order`` and ``unordered`` say how its snapshot reports the order (R11, ``running.observable``): as its
+eviction walk would free the nodes, or not at all; without either, in its eviction order."""
 
 
 def features_of(cache: object) -> frozenset[str]:

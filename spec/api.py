@@ -250,11 +250,17 @@ CacheFactory = Callable[[int], PrefixCache]
 UseRule = Literal["path", "path+split-tail"]
 """R7: what a match or insert uses (see ``Rules``)."""
 
-EvictRule = Literal["lru", "lfu", "fifo", "mru", "filo"]
+EvictRule = Literal["lru", "lfu", "fifo", "mru", "filo", "slru"]
 """R8: which unpinned leaf goes first (see ``Rules``)."""
 
+SplitRule = Literal["fresh", "inherit"]
+"""R4: the creation stamp of a split's upper node (see ``Rules``)."""
+
 USE_RULES: tuple[UseRule, ...] = ("path", "path+split-tail")
-EVICT_RULES: tuple[EvictRule, ...] = ("lru", "lfu", "fifo", "mru", "filo")
+EVICT_RULES: tuple[EvictRule, ...] = ("lru", "lfu", "fifo", "mru", "filo", "slru")
+SPLIT_RULES: tuple[SplitRule, ...] = ("fresh", "inherit")
+SLRU_DEFAULT_THRESHOLD = 2
+"""R8 ``slru``: the hits at which a node becomes protected, SGLang 0.5.23's default (``SLRUStrategy(protected_threshold=2)``)."""
 
 
 @dataclass(frozen=True)
@@ -266,7 +272,13 @@ class Rules:
       counts as used by it too, just before the call's own nodes (SGLang).
     - ``evict`` (R8): ``lru`` (oldest last use first), ``lfu`` (fewest hits,
       then oldest last use), ``fifo`` (oldest creation, then oldest last use),
-      ``mru`` (newest last use), ``filo`` (newest creation, then oldest last use).
+      ``mru`` (newest last use), ``filo`` (newest creation, then oldest last use),
+      ``slru`` (unprotected before protected, a node being protected from
+      ``slru_threshold`` hits on; then oldest last use).
+    - ``split`` (R4): ``fresh``, a split's upper node is stamped with its
+      creation; ``inherit``, it takes the creation stamp of the node it splits
+      (SGLang's UnifiedRadixCache).
+    - ``slru_threshold`` (R8 ``slru`` only): the hits that protect a node.
 
     ``spec/README.md`` states each under its rule; the default is ``strict``,
     R1-R11 as first written.
@@ -274,14 +286,28 @@ class Rules:
 
     use: UseRule = "path"
     evict: EvictRule = "lru"
+    split: SplitRule = "fresh"
+    slru_threshold: int = SLRU_DEFAULT_THRESHOLD
+
+    def __post_init__(self) -> None:
+        if self.slru_threshold < 1:
+            raise ValueError(f"slru_threshold must be at least 1, got {self.slru_threshold}")
+
+    @property
+    def evict_text(self) -> str:
+        """``evict`` as rules text writes it: ``slru:N`` for a threshold other than the default."""
+        if self.evict == "slru" and self.slru_threshold != SLRU_DEFAULT_THRESHOLD:
+            return f"slru:{self.slru_threshold}"
+        return self.evict
 
     @property
     def name(self) -> str:
-        """The preset's name when the rule set is a preset, else ``use=...,evict=...``."""
+        """The preset's name when the rule set is a preset, else ``use=...,evict=...`` (and ``,split=inherit``)."""
         for name, preset in RULE_PRESETS.items():
             if preset == self:
                 return name
-        return f"use={self.use},evict={self.evict}"
+        split = "" if self.split == "fresh" else f",split={self.split}"
+        return f"use={self.use},evict={self.evict_text}{split}"
 
 
 RULE_PRESETS: dict[str, Rules] = {
@@ -291,26 +317,43 @@ RULE_PRESETS: dict[str, Rules] = {
     "sglang-fifo": Rules("path+split-tail", "fifo"),
     "sglang-mru": Rules("path+split-tail", "mru"),
     "sglang-filo": Rules("path+split-tail", "filo"),
+    "sglang-slru": Rules("path+split-tail", "slru"),
+    "sglang-unified-fifo": Rules("path+split-tail", "fifo", "inherit"),
+    "sglang-unified-filo": Rules("path+split-tail", "filo", "inherit"),
 }
-"""The named rule sets: ``strict`` (the default), and SGLang 0.5.23's RadixCache under each of its
-eviction strategies that needs no new call argument (``priority`` needs an insert argument; ``slru``
-and ``tlru`` take configuration)."""
+"""The named rule sets: ``strict`` (the default); SGLang 0.5.23's RadixCache (``sglang``...) under each
+eviction strategy that needs no new call argument, and its UnifiedRadixCache where it differs: only
+``fifo`` and ``filo`` key by creation, so only they see R4's ``split=inherit`` (under lru, lfu, mru and
+slru the unified cache follows the RadixCache presets).  ``slru`` is at SGLang's default threshold (2);
+another is ``evict=slru:N``.  The
+server accepts lru, lfu, slru, priority and tlru; ``fifo``, ``mru`` and ``filo`` exist only inside the
+library.  ``priority`` needs a priority argument of insert (with every priority 0 its key is lru's), and
+``tlru`` takes configuration: neither has a preset (spec/README.md, Rule sets)."""
 
 
 def parse_rules(text: str) -> Rules:
-    """A preset's name, or ``use=U,evict=E`` (either may be left out); ValueError naming what is wrong."""
+    """A preset's name, or ``use=U,evict=E,split=S`` (any may be left out; ``evict=slru:N`` gives slru's
+    threshold); ValueError naming what is wrong."""
     if text in RULE_PRESETS:
         return RULE_PRESETS[text]
     chosen: dict[str, str] = {}
     for part in text.split(","):
         key, equals, value = part.strip().partition("=")
-        if not equals or key not in ("use", "evict") or key in chosen:
-            raise ValueError(f"rules {text!r}: give a preset ({', '.join(RULE_PRESETS)}) or use=U,evict=E")
+        if not equals or key not in ("use", "evict", "split") or key in chosen:
+            raise ValueError(f"rules {text!r}: give a preset ({', '.join(RULE_PRESETS)}) or use=U,evict=E,split=S")
         chosen[key] = value
     use = chosen.get("use", "path")
-    evict = chosen.get("evict", "lru")
+    evict, colon, threshold_text = chosen.get("evict", "lru").partition(":")
+    split = chosen.get("split", "fresh")
     if use not in USE_RULES:
         raise ValueError(f"rules {text!r}: use must be one of {', '.join(USE_RULES)}, got {use!r}")
     if evict not in EVICT_RULES:
         raise ValueError(f"rules {text!r}: evict must be one of {', '.join(EVICT_RULES)}, got {evict!r}")
-    return Rules(use, evict)
+    if split not in SPLIT_RULES:
+        raise ValueError(f"rules {text!r}: split must be one of {', '.join(SPLIT_RULES)}, got {split!r}")
+    threshold = SLRU_DEFAULT_THRESHOLD
+    if colon:
+        if evict != "slru" or not threshold_text.isdigit() or int(threshold_text) < 1:
+            raise ValueError(f"rules {text!r}: only slru takes a threshold, slru:N with N >= 1")
+        threshold = int(threshold_text)
+    return Rules(use, evict, split, threshold)

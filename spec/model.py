@@ -157,7 +157,7 @@ class SpecCache:
         self._last_use: dict[Prefix, tuple[int, int]] = {}
         self._hits: dict[Prefix, int] = {}
         self._created: dict[Prefix, Stamp] = {}
-        self._created_by_this_call = 0
+        self._created_by_this_call: dict[Prefix, int] = {}
         self._split_by_this_call: Prefix | None = None
         self._rules = rules
         self._clock = 0
@@ -182,7 +182,7 @@ class SpecCache:
         """R7: a match or an insert is one use, at a logical clock that advances once per call."""
         self._clock += 1
         self._split_by_this_call = None
-        self._created_by_this_call = 0
+        self._created_by_this_call = {}
 
     # R2: block-granular contents ------------------------------------------------
 
@@ -278,8 +278,15 @@ class SpecCache:
         its NodeId, its locks and its last use, and now holds only the blocks
         below the new node, because a node's blocks are those between its
         parent's end and its own.  NodeIds are never reused.  The new node is
-        stamped with its creation, ``(clock, k)`` for the k-th node this call
-        creates, and starts with the hits of the node it splits (R7, R8).
+        the k-th this call creates, and starts with the hits of the node it
+        splits (R7, R8).  Its creation stamp (what R8's ``fifo`` and ``filo``
+        key by):
+
+        - variant ``split=fresh`` (strict, SGLang's RadixCache): ``(clock, k)``;
+        - variant ``split=inherit`` (SGLang's UnifiedRadixCache): a split's
+          upper node takes the stamp of the node it splits, as if it had been
+          there since that node was made; a node no other extends (the end of
+          an insert) is stamped ``(clock, k)``.
         """
         existing = self._node_at.get(prefix)
         if existing is not None:
@@ -289,8 +296,11 @@ class SpecCache:
         self._next_serial += 1
         self._node_at[prefix] = node
         self._prefix_of[node] = prefix
-        self._created_by_this_call += 1
-        self._created[prefix] = (self._clock, self._created_by_this_call)
+        self._created_by_this_call[prefix] = len(self._created_by_this_call) + 1
+        if self._rules.split == "inherit" and lower is not None:
+            self._created[prefix] = self._created[lower]
+        else:
+            self._created[prefix] = (self._clock, self._created_by_this_call[prefix])
         self._last_use[prefix] = (self._clock, 0)
         self._hits[prefix] = 0 if lower is None else self._hits[lower]
         if lower is not None:
@@ -443,8 +453,8 @@ class SpecCache:
         split_tail = self._rules.use == "path+split-tail"
         for node_prefix in self.whole_block_prefixes(prefix):
             if node_prefix in self._node_at:
-                created = self._created[node_prefix]
-                self._last_use[node_prefix] = created if split_tail and created[0] == self._clock else (self._clock, 0)
+                rank = self._created_by_this_call.get(node_prefix, 0) if split_tail else 0
+                self._last_use[node_prefix] = (self._clock, rank)
                 if hit:
                     self._hits[node_prefix] += 1
         if split_tail and self._split_by_this_call is not None:
@@ -459,7 +469,9 @@ class SpecCache:
         - ``lfu``: the fewest hits, then the oldest last use;
         - ``fifo``: the oldest creation, then the oldest last use;
         - ``mru``: the newest last use;
-        - ``filo``: the newest creation, then the oldest last use.
+        - ``filo``: the newest creation, then the oldest last use;
+        - ``slru``: unprotected nodes first, a node being protected once it has
+          ``rules.slru_threshold`` hits or more; then the oldest last use.
         """
         last_use = self._last_use[prefix]
         evict = self._rules.evict
@@ -472,6 +484,9 @@ class SpecCache:
         if evict == "filo":
             created = self._created[prefix]
             return (-created[0], -created[1], *last_use)
+        if evict == "slru":
+            protected = 1 if self._hits[prefix] >= self._rules.slru_threshold else 0
+            return (protected, *last_use)
         return last_use
 
     def remove_leaf(self, prefix: Prefix) -> list[BlockId]:

@@ -26,6 +26,7 @@ from spec.api import ERROR_TYPES, CacheFactory, KVEvent, NodeId, NodeView, Prefi
 from spec.model import SpecCache
 from prefixspec.formats.trace import PASSED_ON, CallRunner, Step, Trace, outcome_text, same_outcome
 from prefixspec.running.mirror import Mirror, MirrorError, contents_difference
+from prefixspec.running.observable import OrderReport, eviction_walk, observable_difference, on_one_root_path, order_report
 from prefixspec.vocabulary import TAKE_EVENTS, Call, CallThrough, Unwritable, WrongResult, features_of, render_ints, render_stats
 
 
@@ -114,7 +115,47 @@ def moved_node(expected: Sequence[NodeView], got: Sequence[NodeView], tokens: Se
     return "the orders differ"
 
 
-def describe_snapshot_difference(expected: Snapshot, got: Snapshot, rules: Rules, tokens: Sequence[int] = ()) -> tuple[str, str, str]:
+def snapshots_agree(expected: Snapshot, got: Snapshot, order: OrderReport = "eviction-order") -> bool:
+    """R11: the same block size, counters and nodes, and the order as far as a call can observe it and the cache reports it.
+
+    ``order`` is how the cache reports it (``running.observable``): its eviction order, compared on the pairs of
+    nodes off one root path; its eviction walk, compared with the spec's; or none.
+    """
+    if expected == got:
+        return True
+    if expected.block_size != got.block_size or expected.stats != got.stats:
+        return False
+    if len(expected.nodes) != len(got.nodes) or set(expected.nodes) != set(got.nodes):
+        return False
+    if order == "unordered":
+        return True
+    if order == "walk-order":
+        return eviction_walk(expected.nodes, expected.block_size) == list(got.nodes)
+    return observable_difference(expected.nodes, got.nodes, expected.block_size) is None
+
+
+def moved_pair(expected: Sequence[NodeView], got: Sequence[NodeView], pair: tuple[NodeView, NodeView], tokens: Sequence[int] = ()) -> str:
+    """Two nodes off one root path ranked the other way: the one the last call moved (the one sharing the longer
+    prefix with its ``tokens``), with both its places, and the other."""
+    def shared(view: NodeView) -> int:
+        length = 0
+        for ours, theirs in zip(view.prefix, tokens):
+            if ours != theirs:
+                break
+            length += 1
+        return length
+
+    view, other = sorted(pair, key=shared, reverse=True)
+    return (
+        f"node {render_ints(view.prefix)} moved: it is at place {expected.index(view) + 1} of {len(expected)} "
+        f"in the spec's order, {got.index(view) + 1} in the cache's; it and node {render_ints(other.prefix)} lie on no one "
+        "root path, so an eviction can tell which goes first"
+    )
+
+
+def describe_snapshot_difference(
+    expected: Snapshot, got: Snapshot, rules: Rules, tokens: Sequence[int] = (), order: OrderReport = "eviction-order"
+) -> tuple[str, str, str]:
     """The first part of two snapshots that differs, as (rule, expected, got) text."""
     if expected.block_size != got.block_size:
         return ("R1, the block size", f"block_size {expected.block_size}", f"block_size {got.block_size}")
@@ -135,8 +176,17 @@ def describe_snapshot_difference(expected: Snapshot, got: Snapshot, rules: Rules
         return (rule, f"nodes also {missing}", f"nodes also {extra}")
     # The order is R7's under lru (last use) and R8's key otherwise; a cache that
     # orders by another key than the rule set's differs here too.
-    rule = "R7/R8, the order of last use and eviction" + ("" if rules.evict == "lru" else f" (evict={rules.evict})")
-    moved = moved_node(expected.nodes, got.nodes, tokens)
+    rule = "R7/R8, the order of last use and eviction" + ("" if rules.evict == "lru" else f" (evict={rules.evict_text})")
+    if order == "walk-order":
+        walk = eviction_walk(expected.nodes, expected.block_size)
+        return (
+            rule,
+            f"eviction walk {[list(view.prefix) for view in walk]}; {moved_node(walk, got.nodes, tokens)}",
+            f"eviction walk {[list(view.prefix) for view in got.nodes]}",
+        )
+    pair = observable_difference(expected.nodes, got.nodes, expected.block_size)
+    assert pair is not None and not on_one_root_path(*pair), "describe only snapshots that disagree"
+    moved = moved_pair(expected.nodes, got.nodes, pair, tokens)
     return (
         rule,
         f"last-use order {[list(view.prefix) for view in expected.nodes]}; {moved}",
@@ -182,6 +232,8 @@ class Lockstep(CallThrough):
         self._target_runner = CallRunner(target, target_factory) if target is not None else None
         self._block_size_checked = False
         self.events = check_events and target is not None and "events" in features_of(target)
+        self.order: OrderReport = order_report(features_of(target)) if target is not None else "eviction-order"
+        """How the target's snapshot reports the order (R11, ``running.observable``)."""
         """Take and compare the target's KV events after every call that takes arguments (R13)."""
         self.mirror = Mirror()
         """The router's mirror, folded from the target's events alone."""
@@ -302,12 +354,14 @@ class Lockstep(CallThrough):
             actual = target.snapshot()
             if not isinstance(actual, Snapshot):
                 raise WrongResult(f"snapshot returned {type(actual).__name__}, not a Snapshot")
-            same = bool(wanted == actual)
+            same = snapshots_agree(wanted, actual, self.order)
             if not same:
                 last = self.steps[-1].call if self.steps else None
                 tokens = last.arg("tokens") if last is not None and last.kind.params and last.kind.params[0].kind == "tokens" else ()
                 # Inside the try: a Snapshot whose fields are not the interface's (nodes=None) cannot be compared part by part.
-                rule, expected_text, got_text = describe_snapshot_difference(wanted, actual, reference.rules, cast(tuple[int, ...], tokens))
+                rule, expected_text, got_text = describe_snapshot_difference(
+                    wanted, actual, reference.rules, cast(tuple[int, ...], tokens), self.order
+                )
         except PASSED_ON:
             raise
         except BaseException as error:  # a broken target's snapshot is a disagreement, not a crash of the checker

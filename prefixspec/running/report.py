@@ -64,7 +64,7 @@ class CheckReport:
     def summary(self) -> str:
         lines = [
             f"prefixspec check {self.target} (profile {self.profile}{'' if self.seed is None else f', seed {self.seed}'}, "
-            f"rules {self.rules.name}: use={self.rules.use}, evict={self.rules.evict})"
+            f"rules {self.rules.name}: use={self.rules.use}, evict={self.rules.evict_text}, split={self.rules.split})"
         ]
         for stage in self.stages:
             detail = f"{stage.examples} examples, {stage.calls:,} calls"
@@ -98,7 +98,13 @@ class CheckReport:
             "target": self.target,
             "profile": self.profile,
             "seed": self.seed,
-            "rules": {"name": self.rules.name, "use": self.rules.use, "evict": self.rules.evict},
+            "rules": {
+                "name": self.rules.name,
+                "use": self.rules.use,
+                "evict": self.rules.evict,
+                "split": self.rules.split,
+                "slru_threshold": self.rules.slru_threshold,
+            },
             "result": "passed" if self.passed else "failed",
             "stages": [
                 {
