@@ -15,7 +15,7 @@ help:
 	@echo "make fuzz      - the long fuzz campaign of the command line: 10,000 hostile cases, counted (about 20 min)"
 	@echo "make fixtures  - regenerate the golden traces from the spec"
 	@echo "make bench     - benchmark impl against SGLang's RadixCache and the spec: docs/perf.md, bench/results/ (installs .venv-bench)"
-	@echo "make engines   - SGLang's real RadixCache through the kit under every policy: docs/engines.md (installs .venv-bench)"
+	@echo "make engines   - SGLang's RadixCache and UnifiedRadixCache (Rust and Python cores), vLLM: docs/engines.md (installs .venv-bench)"
 	@echo "make mutation  - mutmut over impl/ with the fast tests, then the score (about 10 min; docs/mutation.md)"
 	@echo "make lint      - mypy --strict on spec, impl, prefixspec and stateful_tests"
 	@echo "make clean     - remove .venv and caches"
@@ -84,10 +84,11 @@ $(BENCH_STAMP): pyproject.toml
 bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python -m bench
 
-# SGLang's real RadixCache (examples/sglang/adapter.py) checked under strict, its
-# preset and identify, for each eviction policy; writes docs/engines.md.
+# Every real engine through the kit, one matrix in docs/engines.md (examples/engines.py):
+# SGLang's RadixCache and its UnifiedRadixCache on both TreeCores here, vLLM in .venv-vllm
+# when it exists.  Long (tens of minutes): ENGINES_ARGS="--only unified --policy lru" narrows it.
 engines: $(BENCH_STAMP)
-	$(BENCH_VENV)/bin/python -m examples.sglang.engines
+	nice -n 10 $(BENCH_VENV)/bin/python -m examples.engines $(ENGINES_ARGS)
 
 # Mutation testing of impl/ with mutmut (docs/mutation.md), from a fresh mutants/
 # every run; the tests it runs are [tool.mutmut] in pyproject.toml.  Fails below

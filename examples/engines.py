@@ -115,20 +115,20 @@ def main(argv: list[str] | None = None) -> int:
         policies = [policy for policy in arguments.policy or POLICIES if policy in POLICIES]
         if policies:
             say("SGLang RadixCache ...")
-            section, found = radix_section(out / "radix", True, policies)
+            section, unmet = radix_section(out / "radix", True, policies)
             sections.append(section)
-            problems += found
+            problems += unmet
     if "unified" in chosen:
         from examples.sglang.unified_engines import unified_section
 
         say("SGLang UnifiedRadixCache ...")
-        section, found = unified_section(out / "unified", True, arguments.policy, arguments.core)
+        section, unmet = unified_section(out / "unified", True, arguments.policy, arguments.core)
         sections.append(section)
-        problems += found
+        problems += unmet
     if "vllm" in chosen:
-        section, found = vllm_section(out / "vllm")
+        section, unmet = vllm_section(out / "vllm")
         sections.append(section)
-        problems += found
+        problems += unmet
     if not any(section.rows for section in sections):
         say("make engines: no engine could run here")
         return 2

@@ -175,12 +175,13 @@ class SglangCache:
         *,
         namespace_field: NamespaceField = "extra_key",
         dynamo_format: bool = False,
+        policy_config: dict[str, Any] | None = None,
     ) -> None:
         if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
             raise InvalidArgument(f"block_size must be an int >= 1, got {block_size!r}")
         if namespace_field not in ("extra_key", "cache_salt"):
             raise ValueError(f"namespace_field is extra_key or cache_salt, got {namespace_field!r}")
-        self.sg = _loaded()
+        self.sg = self.load()
         self.size = block_size
         self.policy = policy
         self.allocator = FreedSlots()
@@ -192,6 +193,7 @@ class SglangCache:
                 token_to_kv_pool_allocator=self.allocator,
                 page_size=block_size,
                 eviction_policy=policy,
+                eviction_policy_config=policy_config,
                 enable_kv_cache_events=True,
                 dynamo_kv_event_format=dynamo_format,
             )
@@ -205,6 +207,10 @@ class SglangCache:
         self.id_of_hash: dict[int, BlockId] = {}  # the id last stored under each SGLang block hash
         self.prefix_of_hash: dict[int, tuple[int, ...]] = {}  # the tokens from the root to each hash's block
         self.awaiting: dict[tuple[int, ...], deque[BlockId]] = {}  # token prefix -> ids taken there, oldest first
+
+    def load(self) -> Any:
+        """The SGLang names this adapter uses (``loading.Sglang``); RuntimeError when SGLang cannot be imported."""
+        return _loaded()
 
     def build_cache(self, params: dict[str, Any]) -> Any:
         """SGLang's cache of ``CacheInitParams(**params)``: here its ``RadixCache``."""
@@ -508,3 +514,9 @@ def salted_mru(block_size: int) -> SglangCache:
 def salted_filo(block_size: int) -> SglangCache:
     """``salted_lru`` under ``filo``; ``--rules sglang-filo``."""
     return SglangCache(block_size, "filo", namespace_field="cache_salt")
+
+
+def tlru(block_size: int) -> SglangCache:
+    """``tlru`` with the server's documented example configuration; its ``evict`` raises AttributeError
+    (``examples/sglang/defects.py``): the plain RadixCache's nodes lack the ``_tlru_*`` fields."""
+    return SglangCache(block_size, "tlru", policy_config={"threshold": 4096, "next_prompt_estimate": 512})

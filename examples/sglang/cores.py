@@ -52,7 +52,7 @@ def _handle_free(value: Any, handles: dict[int, int], cache: UnifiedCache) -> An
         return handles.setdefault(node, len(handles))
 
     if isinstance(value, PrefixMatch):
-        return ("match", value.length, tuple(value.blocks), name(value.node))
+        return ("match", value.matched_tokens, tuple(value.blocks), name(value.node))
     if isinstance(value, Inserted):
         return ("insert", name(value.node), tuple(value.duplicates))
     if isinstance(value, list):

@@ -45,8 +45,8 @@ class Sglang:
             radix = importlib.import_module("sglang.srt.mem_cache.radix_cache")
             base = importlib.import_module("sglang.srt.mem_cache.base_prefix_cache")
             init_params = importlib.import_module("sglang.srt.mem_cache.cache_init_params")
-            import sglang
-            import torch
+            sglang = importlib.import_module("sglang")  # by name: mypy need not find SGLang or torch where they are absent
+            torch = importlib.import_module("torch")
         self.torch = torch
         self.RadixCache = radix.RadixCache
         self.RadixKey = radix.RadixKey

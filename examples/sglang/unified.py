@@ -11,8 +11,9 @@ The adapter translates as ``examples/sglang/adapter.py`` does (pages, the last p
 to blocks, namespaces as ``extra_key`` or ``cache_salt``, SGLang's KV events as a router reads them);
 what differs here:
 
-- node handles are SGLang's ``NodeId`` ints; a handle is live while the TreeCore still resolves it
-  (``collect_path_info`` raises KeyError for one it dropped, both cores);
+- node handles are SGLang's ``NodeId`` ints tagged with their cache (``UnifiedNode``: the Rust core counts
+  ids from 0 in every cache); a handle is live while the TreeCore still resolves it (``collect_path_info``
+  raises KeyError for one it dropped, both cores);
 - locks are receipts: ``inc_lock_ref`` returns one, and ``dec_lock_ref`` must be given it back, once
   (``UnifiedRadixCache.lock``/``unlock``, unified_radix_cache.py:1094-1106).  ``lock`` keeps each
   receipt on a stack per node and ``unlock`` hands back the newest.  R6's NotLocked is the caller's
@@ -30,8 +31,9 @@ what differs here:
 
 from __future__ import annotations
 
-from array import array
+import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from spec.api import BlockId, NodeId, NodeView, NotLocked, Snapshot, UnknownNode
@@ -46,6 +48,21 @@ SERVER_POLICIES = ("lru", "lfu", "slru", "priority", "tlru")
 
 LIBRARY_POLICIES = ("fifo", "mru", "filo")
 """Eviction strategies ``mem_cache/evict_policy.py`` defines that the server's flag does not offer."""
+
+
+@dataclass(frozen=True)
+class UnifiedNode:
+    """A node handle of one adapter: SGLang's ``NodeId`` is a plain int, and the Rust core counts its ids from 0
+    in every cache, so another cache's id could name a node here; the handle carries its cache's serial."""
+
+    cache: int
+    node: int
+
+    def __repr__(self) -> str:
+        return f"node {self.node} of cache {self.cache}"
+
+
+_SERIALS = itertools.count()
 
 
 class RustPanic(RuntimeError):
@@ -83,22 +100,23 @@ class UnifiedCache(SglangCache):
         if core not in CORES:
             raise ValueError(f"core is one of {', '.join(CORES)}, got {core!r}")
         self.core: Core = core
-        self.policy_config = policy_config
-        self.receipts: dict[NodeId, list[Any]] = {}  # the receipts of the locks each node holds, oldest first
+        self.receipts: dict[int, list[Any]] = {}  # the receipts of the locks each node holds, oldest first
         self.placed: dict[BlockId, tuple[Any, tuple[int, ...]]] = {}  # each id SGLang took: (namespace, token prefix)
         self.panicked: str | None = None
-        super().__init__(block_size, policy, namespace_field=namespace_field)
+        self.serial = next(_SERIALS)
+        super().__init__(block_size, policy, namespace_field=namespace_field, policy_config=policy_config)
+
+    def load(self) -> Any:
+        return _unified()
 
     def build_cache(self, params: dict[str, Any]) -> Any:
-        sg = _unified()
-        self.sg = sg
+        sg = self.sg
         if self.core == "rust":
             reason = sg.rust_unavailable()
             if reason is not None:
                 raise RuntimeError(f"SGLang's Rust TreeCore cannot be imported here: {reason}")
         init = sg.CacheInitParams(
             **params,
-            eviction_policy_config=self.policy_config,
             tree_components=(sg.ComponentType.FULL,),
             tree_core_backend=self.core,
         )
@@ -115,8 +133,17 @@ class UnifiedCache(SglangCache):
 
     @property
     def root(self) -> NodeId:
-        root: NodeId = self.cache.root_node_handle()
-        return root
+        return self.handle(self.root_id)
+
+    @property
+    def root_id(self) -> int:
+        return int(self.cache.root_node_handle())
+
+    def handle(self, node: Any) -> UnifiedNode:
+        """SGLang's NodeId as this adapter's handle (a handle passes through)."""
+        if isinstance(node, UnifiedNode):
+            return node
+        return UnifiedNode(self.serial, int(node))
 
     def rust_guard(self, call: str) -> None:
         """Refuse every call after a panic of the Rust core: its binding is poisoned (RustPanic names the first)."""
@@ -136,27 +163,27 @@ class UnifiedCache(SglangCache):
     # Handles, locks and the R5 read.
 
     def live(self, node: object) -> Any:
-        """R6: a NodeId the TreeCore still resolves, else UnknownNode."""
-        if isinstance(node, int) and not isinstance(node, bool):
-            if node == self.root:
-                return node
+        """R6: SGLang's NodeId of a handle of this adapter that the TreeCore still resolves, else UnknownNode."""
+        if isinstance(node, UnifiedNode) and node.cache == self.serial:
+            if node.node == self.root_id:
+                return node.node
             try:
-                self.guarded("collect_path_info", self.tree.collect_path_info, [node])
-                return node
+                self.guarded("collect_path_info", self.tree.collect_path_info, [node.node])
+                return node.node
             except KeyError:
                 pass
         raise UnknownNode(f"{node!r} is not in the cache")
 
     def lock(self, node: NodeId) -> None:
         live = self.live(node)
-        if live == self.root:
+        if live == self.root_id:
             return
         result = self.guarded("inc_lock_ref", self.cache.inc_lock_ref, live)
         self.receipts.setdefault(live, []).append(result.to_dec_params())
 
     def unlock(self, node: NodeId) -> None:
         live = self.live(node)
-        if live == self.root:
+        if live == self.root_id:
             return
         held = self.receipts.get(live)
         if not held:
@@ -178,7 +205,8 @@ class UnifiedCache(SglangCache):
     def match_prefix(self, tokens: Sequence[int], namespace: Any = None) -> Any:
         self.rust_guard("match_prefix")
         try:
-            return super().match_prefix(tokens, namespace)
+            found = super().match_prefix(tokens, namespace)
+            return replace(found, node=self.handle(found.node))
         except BaseException as error:
             self.note_panic("match_prefix", error)
             raise
@@ -186,7 +214,8 @@ class UnifiedCache(SglangCache):
     def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Any = None) -> Any:
         self.rust_guard("insert")
         try:
-            return super().insert(tokens, blocks, namespace)
+            done = super().insert(tokens, blocks, namespace)
+            return replace(done, node=self.handle(done.node))
         except BaseException as error:
             self.note_panic("insert", error)
             raise
@@ -221,6 +250,16 @@ class UnifiedCache(SglangCache):
         return int(self.guarded("evictable_size", self.cache.evictable_size)) // self.size
 
     # The snapshot.
+
+    @property
+    def prefixspec_features(self) -> frozenset[str]:
+        """What the kit may ask of this cache (``prefixspec.vocabulary.features_of``): namespaces and events, and
+        for the Rust core ``unordered`` (``prefixspec/running/observable.py``): its binding reports no order, so its
+        snapshot's nodes are compared without one and its order is checked by what each ``evict`` frees."""
+        offered = {"namespaces", "events"}
+        if not self.reports_order:
+            offered.add("unordered")
+        return frozenset(offered)
 
     @property
     def reports_order(self) -> bool:

@@ -75,7 +75,7 @@ def run_one(policy: str, core: unified.Core, preset: str, out: Path) -> tuple[Ch
         RunPlan.of_profile("ci"),
         rules=RULE_PRESETS[preset],
         out_dir=out / f"{core}_{policy}" / preset,
-        replay_target=f"--target {name} --rules {preset}",
+        replay_target=f"--target {name} --rules {preset} --timeout 120",  # the first call imports SGLang (a minute here)
     )
     started = time.perf_counter()
     report = run_check(factory, target_name=name, plan=plan)
