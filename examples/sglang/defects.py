@@ -4,7 +4,7 @@
    ``node._tlru_history_len`` and ``node._tlru_cached_prefix_len`` (``mem_cache/evict_policy.py:68-81``),
    which only the unified core's ``UnifiedTreeNode`` has (``unified_cache/unified_tree_core.py:134-135``);
    the plain ``TreeNode`` (``mem_cache/radix_cache.py``) never sets them.  Replay:
-   ``prefixspec replay examples/sglang/defects/radix_tlru_evict.trace --target examples.sglang.adapter:tlru --timeout 120``.
+   ``prefixspec replay examples/sglang/defect_traces/radix_tlru_evict.trace --target examples.sglang.adapter:tlru --timeout 120``.
 2. The Rust TreeCore panics when a lock receipt is released twice (``UnifiedRadixCache.unlock`` of
    one ``TreeLock`` twice), and the panic poisons it: every later call fails.  The Python core raises
    ``AssertionError`` (``components/full.py:366``) and carries on.  Both are a caller's misuse, but a
@@ -23,7 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-TLRU_TRACE = HERE / "defects" / "radix_tlru_evict.trace"
+TLRU_TRACE = HERE / "defect_traces" / "radix_tlru_evict.trace"
 
 
 @dataclass(frozen=True)

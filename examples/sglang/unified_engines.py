@@ -12,6 +12,7 @@ cores agree on every call.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -58,6 +59,9 @@ POLICY_NOTES: dict[str, str] = {
     ),
 }
 
+CORE_SEQUENCES, CORE_CALLS = 100, 30
+"""The cores side by side: seeded call sequences per policy, and calls in each."""
+
 POLICY_CONFIG: dict[str, dict[str, Any]] = {"tlru": {"threshold": 4096, "next_prompt_estimate": 512}}
 
 
@@ -68,11 +72,12 @@ def preset_of(policy: str) -> str | None:
     return None
 
 
-def run_one(policy: str, core: unified.Core, preset: str, out: Path) -> tuple[CheckReport, float]:
+def run_one(policy: str, core: unified.Core, preset: str, out: Path, progress: bool = False) -> tuple[CheckReport, float]:
     name = f"examples.sglang.unified:{core}_{policy}"
     factory = getattr(unified, f"{core}_{policy}")
     plan = replace(
         RunPlan.of_profile("ci"),
+        progress=sys.stderr if progress else None,
         rules=RULE_PRESETS[preset],
         out_dir=out / f"{core}_{policy}" / preset,
         replay_target=f"--target {name} --rules {preset} --timeout 120",  # the first call imports SGLang (a minute here)
@@ -107,8 +112,6 @@ def unified_section(out: Path, progress: bool = True, policies: list[str] | None
 
     def say(text: str) -> None:
         if progress:
-            import sys
-
             print(f"  unified {text}", flush=True, file=sys.stderr)
 
     for policy in chosen_policies:
@@ -122,7 +125,7 @@ def unified_section(out: Path, progress: bool = True, policies: list[str] | None
                 rows.append(MatrixRow(engine, label, "-", "not run: no rule set of the spec describes it", 0, 0.0))
                 continue
             say(f"{core}_{policy} under {preset} ...")
-            report, seconds = run_one(policy, core, preset, out)
+            report, seconds = run_one(policy, core, preset, out, progress)
             verdict = verdict_of(report)
             rows.append(MatrixRow(engine, label, preset, verdict, calls_of(report), seconds))
             say(f"{core}_{policy}: {verdict} ({calls_of(report):,} calls, {seconds:.0f} s)")
@@ -134,7 +137,7 @@ def unified_section(out: Path, progress: bool = True, policies: list[str] | None
         if len(chosen_cores) == 2 and rust_reason is None:
             say(f"rust and python side by side under {policy} ...")
             began = time.perf_counter()
-            compared = compare_cores(policy, policy_config=POLICY_CONFIG.get(policy))
+            compared = compare_cores(policy, sequences=CORE_SEQUENCES, length=CORE_CALLS, policy_config=POLICY_CONFIG.get(policy))
             seconds = time.perf_counter() - began
             verdict = "agree" if compared.difference is None else f"differ: {compared.difference}"
             rows.append(MatrixRow(engine, f"rust vs python `{policy}`", "cores side by side", verdict, compared.calls, seconds))
@@ -149,8 +152,8 @@ def unified_section(out: Path, progress: bool = True, policies: list[str] | None
         "`create_unified_radix_cache`), built directly: `UnifiedRadixCache(CacheInitParams(tree_components=(FULL,),",
         "tree_core_backend=CORE, eviction_policy=POLICY, enable_kv_cache_events=True, ...))` with an allocator that",
         "records `free_segment`. The adapter is `examples/sglang/unified.py` (the namespace as `cache_salt`, its KV",
-        "events taken); the cores side by side are `examples/sglang/cores.py` (200 seeded sequences of 40 calls, page",
-        "sizes 1-3, answers, counters, nodes and events compared after every call).",
+        f"events taken); the cores side by side are `examples/sglang/cores.py` ({CORE_SEQUENCES} seeded sequences of {CORE_CALLS} calls,",
+        "page sizes 1-3, answers, counters, nodes and events compared after every call).",
         "",
         "Locks are receipts in the unified cache (`unified_radix_cache.py:1094-1106`): the adapter keeps each one and",
         "hands it back once; an unlock with no receipt held is R6's NotLocked, the caller's check in SGLang, and never",
@@ -165,4 +168,35 @@ def unified_section(out: Path, progress: bool = True, policies: list[str] | None
         prose += ["", f"The Rust TreeCore was not run: its import fails here ({rust_reason})."]
     if details:
         prose += ["", "### Differences", "", *details]
+    say("the defects' replays ...")
+    prose += ["", *upstream_reports()]
     return EngineSection(title, tuple(rows), "\n".join(prose)), problems
+
+
+REPORTS = {
+    "RadixCache tlru evict": (
+        "**`RadixCache` under `tlru` raises in `evict`.** `TLRUStrategy.get_priority` (`mem_cache/evict_policy.py:68-81`) "
+        "reads `node._tlru_history_len` and `node._tlru_cached_prefix_len`, which only `UnifiedTreeNode` sets "
+        "(`unified_cache/unified_tree_core.py:134-135`); the plain `TreeNode` never has them, so the first eviction "
+        "under `tlru` raises `AttributeError`. Two calls replay it:"
+    ),
+    "double release, rust core": (
+        "**The Rust TreeCore panics on a lock receipt released twice, and stays poisoned.** `UnifiedRadixCache.unlock` "
+        "of one `TreeLock` twice (`unified_radix_cache.py:1103-1106`): the Rust core panics (pyo3's `PanicException`, a "
+        "`BaseException` that `except Exception` in a scheduler does not catch) and every later call on the cache fails; "
+        "the Python core raises `AssertionError` (`unified_cache/components/full.py:366`) and serves on. A caller's "
+        "misuse, but one that takes down every later request; a refusal that leaves the tree intact, as the Python core "
+        "gives, is what a caller can recover from. Replayed in a process of its own:"
+    ),
+    "double release, python core": "The same calls on the Python core:",
+}
+
+
+def upstream_reports() -> list[str]:
+    """Short upstream reports of the defects ``examples/sglang/defects.py`` replays, each with its replay's output."""
+    from examples.sglang.defects import outcomes
+
+    lines = ["### Upstream reports", ""]
+    for outcome in outcomes():
+        lines += [REPORTS.get(outcome.name, outcome.name), "", "```", f"$ {outcome.command}", outcome.output, f"(exit {outcome.returncode})", "```", ""]
+    return lines
