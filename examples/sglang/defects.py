@@ -4,7 +4,7 @@
    ``node._tlru_history_len`` and ``node._tlru_cached_prefix_len`` (``mem_cache/evict_policy.py:68-81``),
    which only the unified core's ``UnifiedTreeNode`` has (``unified_cache/unified_tree_core.py:134-135``);
    the plain ``TreeNode`` (``mem_cache/radix_cache.py``) never sets them.  Replay:
-   ``prefixspec replay examples/sglang/defect_traces/radix_tlru_evict.trace --target examples.sglang.adapter:tlru --timeout 120``.
+   ``prefixspec replay examples/sglang/defect_traces/radix_tlru_evict.trace --target examples.sglang.adapter:tlru --timeout 600``.
 2. The Rust TreeCore panics when a lock receipt is released twice (``UnifiedRadixCache.unlock`` of
    one ``TreeLock`` twice), and the panic poisons it: every later call fails.  The Python core raises
    ``AssertionError`` (``components/full.py:366``) and carries on.  Both are a caller's misuse, but a
@@ -40,7 +40,7 @@ def double_release(core: str) -> None:
 
     cache = UnifiedCache(1, "lru", core=core)  # type: ignore[arg-type]  # core is checked by UnifiedCache
     sglang = cache.cache
-    node = cache.insert([1, 2, 3], [0, 1, 2]).node
+    node = cache.live(cache.insert([1, 2, 3], [0, 1, 2]).node)  # SGLang's own NodeId
     lock = sglang.lock(node)
     print(f"{core}: insert [1 2 3] [0 1 2] -> node {node}; lock -> receipt {lock.receipt}")
     for attempt in ("first", "second"):
@@ -65,7 +65,7 @@ def run(arguments: list[str], name: str) -> Outcome:
 
 def outcomes() -> list[Outcome]:
     found = [
-        run(["-m", "prefixspec", "replay", str(TLRU_TRACE.relative_to(ROOT)), "--target", "examples.sglang.adapter:tlru", "--timeout", "120"], "RadixCache tlru evict")
+        run(["-m", "prefixspec", "replay", str(TLRU_TRACE.relative_to(ROOT)), "--target", "examples.sglang.adapter:tlru", "--timeout", "600"], "RadixCache tlru evict")
     ]
     for core in ("rust", "python"):
         found.append(run(["-m", "examples.sglang.defects", "double-release", core], f"double release, {core} core"))

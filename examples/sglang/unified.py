@@ -317,26 +317,27 @@ class UnifiedCache(SglangCache):
             ends.append((int(node), namespace, prefix))
         paths = self.guarded("collect_path_info", self.tree.collect_path_info, [node for node, _, _ in ends]) if ends else ()
         records: dict[int, tuple[Any, tuple[int, ...], NodeView]] = {}
-        held_below: dict[int, int] = {}  # receipts at or below each node
-        for (_tip, namespace, prefix), path in zip(ends, paths):
+        last_slot: dict[int, int] = {}  # each node's last KV slot, to read the canary walk's pins by
+        parents: dict[int, int] = {}
+        for (tip, namespace, prefix), path in zip(ends, paths):
+            path_slots = self.path_slots(tip)  # one read per tip: every node on its path is a span of it
             for info in path:
                 node_id = int(info.node_id)
                 if node_id in records:
                     continue
                 start, end = int(info.path_start), int(info.path_end)
-                own_slots = self.path_slots(node_id)[start:end]
-                blocks = tuple(slot // self.size for slot in own_slots[:: self.size])
+                blocks = tuple(slot // self.size for slot in path_slots[start : end : self.size])
                 records[node_id] = (None, prefix[:end], NodeView(prefix[:end], blocks, 0, namespace))
-                held_below[node_id] = 0
-        parents = {int(info.node_id): int(info.parent_id) for path in paths for info in path}
+                last_slot[node_id] = path_slots[end - 1]
+                parents[node_id] = int(info.parent_id)
+        held_below = dict.fromkeys(records, 0)  # receipts at or below each node
         for node_id, receipts in self.receipts.items():
             at: int | None = node_id
             while at is not None and at in records:
                 held_below[at] += len(receipts)
                 at = parents.get(at)
         for node_id, (priority, prefix, view) in list(records.items()):
-            first = self.path_slots(node_id)[len(prefix) - 1] if prefix else None
-            pinned = first is not None and first not in free_slots
+            pinned = last_slot[node_id] not in free_slots
             own = len(self.receipts.get(node_id, ())) if pinned else 0
             if pinned and held_below[node_id] == 0:
                 own = 1

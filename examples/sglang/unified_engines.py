@@ -80,7 +80,7 @@ def run_one(policy: str, core: unified.Core, preset: str, out: Path, progress: b
         progress=sys.stderr if progress else None,
         rules=RULE_PRESETS[preset],
         out_dir=out / f"{core}_{policy}" / preset,
-        replay_target=f"--target {name} --rules {preset} --timeout 120",  # the first call imports SGLang (a minute here)
+        replay_target=f"--target {name} --rules {preset} --timeout 600",  # the first call imports SGLang (one to several minutes on a loaded machine)
     )
     started = time.perf_counter()
     report = run_check(factory, target_name=name, plan=plan)
