@@ -120,7 +120,7 @@ class FakeCache:
     tree_core: FakeTree
     released: list[Receipt] = field(default_factory=list)
     serials: int = 0
-    panic_on_release: bool = False
+    panic_on_release: BaseException | None = None
     fail_on_release: bool = False
 
     def root_node_handle(self) -> int:
@@ -131,8 +131,8 @@ class FakeCache:
         return Locked(Receipt(node, self.serials))
 
     def dec_lock_ref(self, node: int, receipt: Receipt) -> None:
-        if self.panic_on_release:
-            raise PanicException("receipt released twice")
+        if self.panic_on_release is not None:
+            raise self.panic_on_release
         if self.fail_on_release:
             raise AssertionError(f"FULL segment release hit lock_ref=0 on node {node}")
         self.released.append(receipt)
@@ -236,10 +236,15 @@ def test_a_handle_the_core_does_not_resolve_or_of_another_cache_is_unknown(handl
 # A panic of the Rust core is reported, never let through as a BaseException, and poisons the adapter.
 
 
-def test_a_panic_becomes_rust_panic_and_every_later_call_is_refused() -> None:
+@pytest.mark.parametrize(
+    "panic",
+    [PanicException("receipt released twice"), RuntimeError("Rust TreeCore panicked: FULL segment release hit lock_ref=0 on node 1")],
+    ids=["pyo3-panic", "binding-runtime-error"],
+)
+def test_a_panic_becomes_rust_panic_and_every_later_call_is_refused(panic: BaseException) -> None:
     cache, sglang = unified_on(three_nodes())
     cache.lock(cache.handle(2))
-    sglang.panic_on_release = True
+    sglang.panic_on_release = panic
     with pytest.raises(RustPanic, match="panicked in dec_lock_ref"):
         cache.unlock(cache.handle(2))
     assert isinstance(RustPanic("x"), RuntimeError)

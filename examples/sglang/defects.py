@@ -6,7 +6,9 @@
    the plain ``TreeNode`` (``mem_cache/radix_cache.py``) never sets them.  Replay:
    ``prefixspec replay examples/sglang/defect_traces/radix_tlru_evict.trace --target examples.sglang.adapter:tlru --timeout 600``.
 2. The Rust TreeCore panics when a lock receipt is released twice (``UnifiedRadixCache.unlock`` of
-   one ``TreeLock`` twice), and the panic poisons it: every later call fails.  The Python core raises
+   one ``TreeLock`` twice: ``src/components/full.rs:402``, "FULL segment release hit lock_ref=0"), the
+   binding raises ``RuntimeError("Rust TreeCore panicked: ...")`` and its mutex is poisoned: every later
+   call raises "Rust TreeCore mutex poisoned; refusing to reuse state after an earlier panic".  The Python core raises
    ``AssertionError`` (``components/full.py:366``) and carries on.  Both are a caller's misuse, but a
    panic that takes the whole cache down (the scheduler's every later request) is a defect of
    robustness.  ``double_release(core)`` replays it in a process of its own.
@@ -16,6 +18,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -24,6 +27,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 TLRU_TRACE = HERE / "defect_traces" / "radix_tlru_evict.trace"
+BACKTRACE = re.compile(r"WARNING|stack backtrace:|note: Some details|\s+\d+: |\s+at ")
+"""Lines of a replay's output left out of its report: pip's warnings and Rust's backtrace frames."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,7 @@ def double_release(core: str) -> None:
 def run(arguments: list[str], name: str) -> Outcome:
     command = [sys.executable, *arguments]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip() and not line.startswith("WARNING")]
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip() and not BACKTRACE.match(line)]
     return Outcome(name, " ".join(["python", *arguments]), "\n".join(lines[-12:]), done.returncode)
 
 

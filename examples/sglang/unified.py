@@ -20,8 +20,10 @@ what differs here:
   check in SGLang, as on the plain RadixCache: an unlock of a node holding no receipt raises
   NotLocked and reaches neither core.  So the adapter never releases a receipt twice; what the Rust
   core does when a caller does (it panics and every later call fails) is shown by
-  ``examples/sglang/defects.py`` in a process of its own, and ``rust_guard`` turns a panic that
-  would escape as ``BaseException`` into a RuntimeError that names it, so a check reports it;
+  ``examples/sglang/defects.py`` in a process of its own; should a panic reach the adapter
+  (the binding raises ``RuntimeError("Rust TreeCore panicked: ...")``, or pyo3's ``PanicException``, a
+  ``BaseException``), ``guarded`` reports it as ``RustPanic`` and refuses every later call, so a check
+  names the first panic instead of a cascade of failures or a crash of the kit;
 - the R5 check of ids "cached elsewhere" reads what SGLang holds along a key with the TreeCore's
   read-only ``match_full_device_prefix`` (unified_tree_core.py:986, no stamp, no split);
 - the snapshot: nodes, blocks, own locks and namespaces as the TreeCore holds them; the order is the
@@ -70,7 +72,11 @@ class RustPanic(RuntimeError):
 
 
 def _is_panic(error: BaseException) -> bool:
-    return type(error).__name__ == "PanicException"
+    """A panic of the Rust core: the binding turns it into ``RuntimeError("Rust TreeCore panicked: ...")`` and poisons
+    its mutex (every later call raises the same way); a panic it does not catch would be pyo3's PanicException."""
+    if type(error).__name__ == "PanicException":
+        return True
+    return isinstance(error, RuntimeError) and not isinstance(error, RustPanic) and str(error).startswith("Rust TreeCore panicked")
 
 
 def _unified() -> SglangUnified:

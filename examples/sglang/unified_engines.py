@@ -158,7 +158,8 @@ def unified_section(out: Path, progress: bool = True, policies: list[str] | None
         "Locks are receipts in the unified cache (`unified_radix_cache.py:1094-1106`): the adapter keeps each one and",
         "hands it back once; an unlock with no receipt held is R6's NotLocked, the caller's check in SGLang, and never",
         "reaches a core. A panic of the Rust core (a receipt released twice, `defects.py`) would surface as",
-        "`RustPanic`, a RuntimeError, so a check reports it instead of the kit crashing.",
+        "`RustPanic`, and the adapter refuses every later call, so a check reports the first panic instead of a",
+        "cascade of failures (or, were it pyo3's `PanicException`, a crash of the kit).",
         "",
     ]
     for policy in chosen_policies:
@@ -182,11 +183,12 @@ REPORTS = {
     ),
     "double release, rust core": (
         "**The Rust TreeCore panics on a lock receipt released twice, and stays poisoned.** `UnifiedRadixCache.unlock` "
-        "of one `TreeLock` twice (`unified_radix_cache.py:1103-1106`): the Rust core panics (pyo3's `PanicException`, a "
-        "`BaseException` that `except Exception` in a scheduler does not catch) and every later call on the cache fails; "
-        "the Python core raises `AssertionError` (`unified_cache/components/full.py:366`) and serves on. A caller's "
-        "misuse, but one that takes down every later request; a refusal that leaves the tree intact, as the Python core "
-        "gives, is what a caller can recover from. Replayed in a process of its own:"
+        "of one `TreeLock` twice (`unified_radix_cache.py:1103-1106`): the Rust core panics (`src/components/full.rs:402`, "
+        "\"FULL segment release hit lock_ref=0\"), the binding raises `RuntimeError` and poisons its mutex, and every "
+        "later call on the cache raises (\"Rust TreeCore mutex poisoned\"): the scheduler's every later request fails. "
+        "The Python core raises `AssertionError` (`unified_cache/components/full.py:366`) and serves on. A caller's "
+        "misuse, but a refusal that leaves the tree intact, as the Python core gives, is what a caller can recover from. "
+        "Replayed in a process of its own:"
     ),
     "double release, python core": "The same calls on the Python core:",
 }
