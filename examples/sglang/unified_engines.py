@@ -165,6 +165,17 @@ def unified_section(out: Path, progress: bool = True, policies: list[str] | None
     for policy in chosen_policies:
         if policy in POLICY_NOTES:
             prose += [f"- {POLICY_NOTES[policy]}"]
+    prose += [
+        "",
+        "Both TreeCores and all eight policies build and run on CPU here (torch 2.13.0 is inside the Rust core's",
+        "supported range, `tree_core_registry.py:58-67`; the allocator's device is `cpu`, line 69). Not checked, because",
+        "the kit's interface has no counterpart, not because of the CPU: the SWA and Mamba components (they need a",
+        "model's pools), HiCache's host tier, and session-aware caching (`enable_session_radix_cache`, which the Rust",
+        "core refuses, `rust_tree_core/adapter.py:386-389`, and the registry sends to the Python core). The Rust",
+        "binding reports no recency, hits or creation time of a node, so its snapshot is `unordered`",
+        "(`prefixspec/running/observable.py`): its nodes are compared without an order and its order is checked by",
+        "what each `evict` frees, and by the Python core beside it.",
+    ]
     if rust_reason is not None:
         prose += ["", f"The Rust TreeCore was not run: its import fails here ({rust_reason})."]
     if details:
