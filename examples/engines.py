@@ -3,16 +3,21 @@
 Gathers each engine's ``examples.matrix.EngineSection``:
 
 - SGLang's plain ``RadixCache`` (``examples/sglang/engines.py``, ``radix_section``);
-- SGLang's ``UnifiedRadixCache`` on its Rust and its Python TreeCore, and the two cores against
-  each other (``examples/sglang/unified_engines.py``, ``unified_section``);
+- SGLang's ``UnifiedRadixCache`` on its Rust and its Python TreeCore (``examples/sglang/unified_engines.py``,
+  ``unified_section``), and the two cores against each other (``cores_section``, ``cores``);
 - vLLM's ``KVCacheManager`` (``examples/vllm/engines.py``, ``vllm_section``), which needs vLLM's own
   venv: when ``.venv-vllm`` exists it runs there as a subprocess (``--section vllm``) that hands its
   section back as JSON; when neither that venv nor an importable ``examples.vllm.engines`` is here,
   the page says so.
 
-The SGLang sections run in this process (``.venv-bench``).  ``--only`` narrows the run to some
-sections (the page then holds only those); ``--policy`` narrows SGLang's policies.  Exit 0 when every
-section's expectations hold, 1 when one does not, 2 when nothing could run.
+- the defects found in SGLang, as short upstream reports with their replays (``defects``).
+
+The SGLang sections run in this process (``.venv-bench``).  Each section (and the unified cache's
+section after each of its rows) is saved as JSON under ``OUT/sections/``, and the page is rendered
+from every saved part after each: a full run (no ``--only``, ``--policy`` or ``--core``) starts from
+none; a narrowed run replaces its own part and keeps the others', so narrowed runs side by side (in
+processes of their own) fill one page.  Exit 0 when every expectation of this run holds, 1 when one
+does not, 2 when nothing could run.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from examples.matrix import EngineSection, MatrixRow, render_page
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-SECTIONS = ("radix", "unified", "vllm")
+SECTIONS = ("radix", "unified", "cores", "defects", "vllm")
+ORDER = {"radix": 0, "unified": 1, "cores": 2, "defects": 3, "vllm": 4}
 
 
 def say(text: str) -> None:
@@ -105,8 +111,22 @@ def main(argv: list[str] | None = None) -> int:
         print(section_to_json(*found))
         return 0
     started = time.perf_counter()
-    sections: list[EngineSection] = []
+    parts = out / "sections"
+    narrowed = bool(arguments.only or arguments.policy or arguments.core)
+    if not narrowed and parts.is_dir():
+        for stale in parts.glob("*.json"):
+            stale.unlink()
+    parts.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
+
+    def save(key: str, section: EngineSection, unmet: list[str]) -> None:
+        """Keep the part ``key`` and render the page from every part kept."""
+        (parts / f"{key}.json").write_text(section_to_json(section, unmet), encoding="utf-8")
+        kept = sorted(parts.glob("*.json"), key=lambda path: (ORDER.get(path.stem.split("-")[0], 9), path.stem))
+        sections = [section_from_json(path.read_text(encoding="utf-8"))[0] for path in kept]
+        Path(arguments.docs).write_text(render_page(sections, time.perf_counter() - started), encoding="utf-8")
+
+    policy_key = "-".join(arguments.policy or ["all"])
     chosen = arguments.only or list(SECTIONS)
     if "radix" in chosen:
         from examples.sglang.engines import radix_section
@@ -116,26 +136,38 @@ def main(argv: list[str] | None = None) -> int:
         if policies:
             say("SGLang RadixCache ...")
             section, unmet = radix_section(out / "radix", True, policies)
-            sections.append(section)
+            save(f"radix-{policy_key}", section, unmet)
             problems += unmet
     if "unified" in chosen:
         from examples.sglang.unified_engines import unified_section
 
         say("SGLang UnifiedRadixCache ...")
-        section, unmet = unified_section(out / "unified", True, arguments.policy, arguments.core)
-        sections.append(section)
+        key = f"unified-{policy_key}-{'-'.join(arguments.core or ['both'])}"
+        section, unmet = unified_section(out / "unified", True, arguments.policy, arguments.core, lambda part, found: save(key, part, found))
+        save(key, section, unmet)
         problems += unmet
+    if "cores" in chosen:
+        from examples.sglang.unified_engines import cores_section
+
+        say("SGLang's two TreeCores side by side ...")
+        section, unmet = cores_section(True, arguments.policy)
+        save(f"cores-{policy_key}", section, unmet)
+        problems += unmet
+    if "defects" in chosen:
+        from examples.sglang.unified_engines import defects_section
+
+        say("SGLang defects' replays ...")
+        section, unmet = defects_section()
+        save("defects", section, unmet)
     if "vllm" in chosen:
         section, unmet = vllm_section(out / "vllm")
-        sections.append(section)
+        save("vllm", section, unmet)
         problems += unmet
-    if not any(section.rows for section in sections):
+    kept = list(parts.glob("*.json"))
+    if not kept:
         say("make engines: no engine could run here")
         return 2
-    page = render_page(sections, time.perf_counter() - started)
-    Path(arguments.docs).write_text(page, encoding="utf-8")
-    rows = sum(len(section.rows) for section in sections)
-    say(f"make engines: {rows} rows in {time.perf_counter() - started:.0f} s, {arguments.docs} written; " + ("every expectation holds" if not problems else f"{len(problems)} unmet: " + "; ".join(problems)))
+    say(f"make engines: {len(kept)} parts on the page in {time.perf_counter() - started:.0f} s, {arguments.docs} written; " + ("every expectation holds" if not problems else f"{len(problems)} unmet: " + "; ".join(problems)))
     return 1 if problems else 0
 
 

@@ -16,6 +16,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from spec.api import RULE_PRESETS
@@ -94,8 +95,15 @@ def verdict_of(report: CheckReport) -> str:
     return f"differs: {calls} call{'s' if calls != 1 else ''}, {rule}" if calls else f"FAILED: {', '.join(failed_rules(report))}"
 
 
-def unified_section(out: Path, progress: bool = True, policies: list[str] | None = None, cores: list[str] | None = None) -> tuple[EngineSection, list[str]]:
-    """The unified cache's section and the expectations that did not hold."""
+def unified_section(
+    out: Path,
+    progress: bool = True,
+    policies: list[str] | None = None,
+    cores: list[str] | None = None,
+    done_so_far: Callable[[EngineSection, list[str]], None] | None = None,
+) -> tuple[EngineSection, list[str]]:
+    """The unified cache's section and the expectations that did not hold; ``done_so_far`` is given the section as it
+    stands after each row (a long run's page then shows what finished)."""
     title = "SGLang `UnifiedRadixCache`"
     sglang = load_unified()
     if sglang is None:
@@ -128,25 +136,20 @@ def unified_section(out: Path, progress: bool = True, policies: list[str] | None
             report, seconds = run_one(policy, core, preset, out, progress)
             verdict = verdict_of(report)
             rows.append(MatrixRow(engine, label, preset, verdict, calls_of(report), seconds))
-            say(f"{core}_{policy}: {verdict} ({calls_of(report):,} calls, {seconds:.0f} s)")
+            say(f"{core}_{policy}: {verdict} ({calls_of(report):,} calls, {seconds:.0f} s, {report.rules.name})")
             if not report.passed:
                 problems.append(f"UnifiedRadixCache {core}_{policy} under {preset}: {verdict}")
                 calls, rule, text = shortest_stage(report)
                 if calls:
                     details += [f"`{core}_{policy}` under `{preset}`, {calls} calls ({rule}):", "", "```", text, "```", ""]
-        if len(chosen_cores) == 2 and rust_reason is None:
-            say(f"rust and python side by side under {policy} ...")
-            began = time.perf_counter()
-            compared = compare_cores(policy, sequences=CORE_SEQUENCES, length=CORE_CALLS, policy_config=POLICY_CONFIG.get(policy))
-            seconds = time.perf_counter() - began
-            verdict = "agree" if compared.difference is None else f"differ: {compared.difference}"
-            rows.append(MatrixRow(engine, f"rust vs python `{policy}`", "cores side by side", verdict, compared.calls, seconds))
-            say(f"cores under {policy}: {verdict} ({compared.calls:,} calls, {seconds:.0f} s)")
-            if compared.difference is not None:
-                problems.append(f"UnifiedRadixCache cores under {policy}: {compared.difference}")
-                details += [f"The cores under `{policy}`: {compared.difference}:", "", "```", *compared.trace, "```", ""]
+        if done_so_far is not None:
+            done_so_far(EngineSection(title, tuple(rows), prose_of(sglang, chosen_policies, rust_reason, details, time.perf_counter() - started)), problems)
+    return EngineSection(title, tuple(rows), prose_of(sglang, chosen_policies, rust_reason, details, time.perf_counter() - started)), problems
+
+
+def prose_of(sglang: Any, chosen_policies: list[str], rust_reason: str | None, details: list[str], seconds: float) -> str:
     prose = [
-        f"SGLang {sglang.version}, torch {sglang.torch_version}, CPU; this section took {time.perf_counter() - started:.0f} s.",
+        f"SGLang {sglang.version}, torch {sglang.torch_version}, CPU; this section took {seconds:.0f} s.",
         "",
         "The class SGLang's server builds by default (`mem_cache/registry.py`, `default_radix_cache_factory` returns",
         "`create_unified_radix_cache`), built directly: `UnifiedRadixCache(CacheInitParams(tree_components=(FULL,),",
@@ -180,9 +183,7 @@ def unified_section(out: Path, progress: bool = True, policies: list[str] | None
         prose += ["", f"The Rust TreeCore was not run: its import fails here ({rust_reason})."]
     if details:
         prose += ["", "### Differences", "", *details]
-    say("the defects' replays ...")
-    prose += ["", *upstream_reports()]
-    return EngineSection(title, tuple(rows), "\n".join(prose)), problems
+    return "\n".join(prose)
 
 
 REPORTS = {
@@ -205,11 +206,50 @@ REPORTS = {
 }
 
 
+def cores_section(progress: bool = True, policies: list[str] | None = None) -> tuple[EngineSection, list[str]]:
+    """The Rust and the Python core driven side by side under each policy (``examples/sglang/cores.py``)."""
+    title = "SGLang `UnifiedRadixCache`: the Rust and the Python TreeCore side by side"
+    sglang = load_unified()
+    reason = unified_unavailable() if sglang is None else sglang.rust_unavailable()
+    if sglang is None or reason is not None:
+        return EngineSection(title, (), f"Not run: {reason}."), [f"the cores cannot be compared: {reason}"]
+    engine = f"SGLang {sglang.version} UnifiedRadixCache"
+    rows: list[MatrixRow] = []
+    problems: list[str] = []
+    details: list[str] = []
+    for policy in [policy for policy in policies or unified.SERVER_POLICIES + unified.LIBRARY_POLICIES if policy in PRESET_CANDIDATES]:
+        began = time.perf_counter()
+        compared = compare_cores(policy, sequences=CORE_SEQUENCES, length=CORE_CALLS, policy_config=POLICY_CONFIG.get(policy))
+        seconds = time.perf_counter() - began
+        verdict = "agree" if compared.difference is None else f"differ: {compared.difference}"
+        rows.append(MatrixRow(engine, f"rust vs python `{policy}`", "cores side by side", verdict, compared.calls, seconds))
+        if progress:
+            print(f"  cores under {policy}: {verdict} ({compared.calls:,} calls, {seconds:.0f} s)", file=sys.stderr, flush=True)
+        if compared.difference is not None:
+            problems.append(f"UnifiedRadixCache cores under {policy}: {compared.difference}")
+            details += [f"Under `{policy}`: {compared.difference}:", "", "```", *compared.trace, "```", ""]
+    prose = [
+        f"`examples/sglang/cores.py`: {CORE_SEQUENCES} seeded call sequences of {CORE_CALLS} calls per policy (page sizes 1-3,",
+        "a 3-token alphabet, ids from a pool of 12, namespaces), every call on a `UnifiedCache` of each core, compared call",
+        "by call: the answer or the error's class (node handles by the call that first returned them), the counters, the",
+        "nodes (as sets: the Rust core reports no order; its order shows in what `evict` frees) and the events taken.",
+        "Differential testing of one engine's two implementations: it does not say either agrees with the spec.",
+    ]
+    if details:
+        prose += ["", *details]
+    return EngineSection(title, tuple(rows), "\n".join(prose)), problems
+
+
+def defects_section() -> tuple[EngineSection, list[str]]:
+    """The defects found, as short upstream reports with their replays' output."""
+    return EngineSection("SGLang 0.5.23: upstream reports", (), "\n".join(upstream_reports())), []
+
+
 def upstream_reports() -> list[str]:
     """Short upstream reports of the defects ``examples/sglang/defects.py`` replays, each with its replay's output."""
     from examples.sglang.defects import outcomes
 
-    lines = ["### Upstream reports", ""]
+    lines = []
     for outcome in outcomes():
         lines += [REPORTS.get(outcome.name, outcome.name), "", "```", f"$ {outcome.command}", outcome.output, f"(exit {outcome.returncode})", "```", ""]
     return lines
