@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -121,10 +122,15 @@ def main(argv: list[str] | None = None) -> int:
 
     def save(key: str, section: EngineSection, unmet: list[str]) -> None:
         """Keep the part ``key`` and render the page from every part kept."""
-        (parts / f"{key}.json").write_text(section_to_json(section, unmet), encoding="utf-8")
+        written = parts / f".{key}.{os.getpid()}"
+        written.write_text(section_to_json(section, unmet), encoding="utf-8")
+        written.replace(parts / f"{key}.json")  # whole or not at all, for the runs beside this one that read it
         kept = sorted(parts.glob("*.json"), key=lambda path: (ORDER.get(path.stem.split("-")[0], 9), path.stem))
         sections = [section_from_json(path.read_text(encoding="utf-8"))[0] for path in kept]
-        Path(arguments.docs).write_text(render_page(sections, time.perf_counter() - started), encoding="utf-8")
+        page = Path(arguments.docs)
+        rendered = page.with_name(f".{page.name}.{os.getpid()}")
+        rendered.write_text(render_page(sections, time.perf_counter() - started), encoding="utf-8")
+        rendered.replace(page)
 
     policy_key = "-".join(arguments.policy or ["all"])
     chosen = arguments.only or list(SECTIONS)
