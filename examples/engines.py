@@ -95,6 +95,27 @@ def vllm_section(out: Path) -> tuple[EngineSection, list[str]]:
     return EngineSection(title, (), "Not run: neither `.venv-vllm` (`make .venv-vllm`) nor an importable `examples.vllm.engines` is here."), []
 
 
+def render(parts: Path, page: Path, seconds: float | None) -> None:
+    """The page from every part kept in ``parts``; a section with no part says how to add it.  ``seconds`` is the
+    run's; None (a page rendered from parts alone) counts the seconds of every row."""
+    kept = sorted(parts.glob("*.json"), key=lambda path: (ORDER.get(path.stem.split("-")[0], 9), path.stem))
+    sections = [section_from_json(path.read_text(encoding="utf-8"))[0] for path in kept]
+    if seconds is None:
+        seconds = sum(row.seconds for section in sections for row in section.rows)
+    missing = [name for name in SECTIONS if not any(path.stem.split("-")[0] == name for path in kept)]
+    if missing:
+        sections.append(
+            EngineSection(
+                "Not on this page",
+                (),
+                "\n".join(f"- `{name}`: no run has kept it yet (`make engines ENGINES_ARGS=\"--only {name}\"` adds it)." for name in missing),
+            )
+        )
+    rendered = page.with_name(f".{page.name}.{os.getpid()}")
+    rendered.write_text(render_page(sections, seconds), encoding="utf-8")
+    rendered.replace(page)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m examples.engines", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--only", choices=SECTIONS, action="append", help="only these sections (default all)")
@@ -102,9 +123,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--core", choices=("rust", "python"), action="append", help="only these TreeCores of the unified cache (default both)")
     parser.add_argument("--out", default=str(ROOT / "counterexamples" / "engines"), help="where counterexamples go")
     parser.add_argument("--docs", default=str(ROOT / "docs" / "engines.md"), help="where the page goes")
+    parser.add_argument("--render", action="store_true", help="run nothing: render the page from the parts kept")
     parser.add_argument("--section", choices=("vllm",), help=argparse.SUPPRESS)  # the subprocess of vllm_section
     arguments = parser.parse_args(argv)
     out = Path(arguments.out)
+    if arguments.render:
+        if not list((out / "sections").glob("*.json")):
+            say(f"make engines: no part is kept under {out / 'sections'}")
+            return 2
+        render(out / "sections", Path(arguments.docs), None)
+        return 0
     if arguments.section == "vllm":
         found = vllm_in_process(out)
         if found is None:
@@ -125,12 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         written = parts / f".{key}.{os.getpid()}"
         written.write_text(section_to_json(section, unmet), encoding="utf-8")
         written.replace(parts / f"{key}.json")  # whole or not at all, for the runs beside this one that read it
-        kept = sorted(parts.glob("*.json"), key=lambda path: (ORDER.get(path.stem.split("-")[0], 9), path.stem))
-        sections = [section_from_json(path.read_text(encoding="utf-8"))[0] for path in kept]
-        page = Path(arguments.docs)
-        rendered = page.with_name(f".{page.name}.{os.getpid()}")
-        rendered.write_text(render_page(sections, time.perf_counter() - started), encoding="utf-8")
-        rendered.replace(page)
+        render(parts, Path(arguments.docs), time.perf_counter() - started)
 
     policy_key = "-".join(arguments.policy or ["all"])
     chosen = arguments.only or list(SECTIONS)
