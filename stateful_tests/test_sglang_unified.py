@@ -352,3 +352,19 @@ def test_the_real_cores_agree_side_by_side(policy: str) -> None:
     compared = compare_cores(policy, sequences=10, length=25)
     assert compared.difference is None, "\n".join(compared.trace)
     assert compared.calls == 250
+
+
+def test_the_page_renders_every_part_kept_and_names_the_sections_missing(tmp_path: Any) -> None:
+    from examples.engines import SECTIONS, render
+
+    parts = tmp_path / "sections"
+    parts.mkdir()
+    row = MatrixRow("SGLang 0.5.23 UnifiedRadixCache", "rust vs python `lru`", "cores side by side", "agree", 3000, 36.6)
+    (parts / "cores-all.json").write_text(section_to_json(EngineSection("cores", (row,), "side by side"), []), encoding="utf-8")
+    page = tmp_path / "engines.md"
+    render(parts, page, None)
+    text = page.read_text(encoding="utf-8")
+    assert "| SGLang 0.5.23 UnifiedRadixCache | rust vs python `lru` | `cores side by side` | agree | 3,000 | 36.6 |" in text
+    assert "All of it in 37 s." in text
+    for name in SECTIONS:
+        assert (f"`{name}`: no run has kept it yet" in text) == (name != "cores")
