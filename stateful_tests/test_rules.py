@@ -86,7 +86,9 @@ def test_identify_names_the_preset_of_each_impl_variant(preset: str, tmp_path: P
     for verdict in verdicts:
         if not verdict.conforms:
             shortest = verdict.shortest
-            assert shortest is not None and shortest.counterexample_calls <= 3, verdict.line()
+            # slru and lfu part only on two protected nodes whose hits and last uses disagree: 3 inserts and 2, and a use.
+            bound = 6 if {preset, verdict.rules.name} == {"sglang-slru", "sglang-lfu"} else 3
+            assert shortest is not None and shortest.counterexample_calls <= bound, verdict.line()
             assert shortest.rule.startswith("R7"), verdict.line()
 
 

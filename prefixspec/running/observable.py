@@ -9,10 +9,11 @@ the first unpinned leaf; locking the rest of the tree and evicting the two nodes
 makes both leaves at their current keys, and one more ``evict(1)`` names the first (spec/README.md R11).
 
 Two orders of one set of nodes therefore agree when they rank every pair off one root path alike.  That
-is decided here without looking at pairs: below a node u, a pair that meets at u lies in two different
-child subtrees of u, so two orders agree exactly when, for every u with two or more children (and the
-virtual root above every namespace), the sequence of "which child subtree" of the nodes below u is the
-same in both.
+is decided here without looking at pairs one by one: a pair off one root path meets at a node u (or the
+virtual root above every namespace) with two or more children, in two different child subtrees of u.
+Below each such u, list the nodes in the first order with their places in the second: the pairs the two
+orders rank differently are the inversions of that list, and those off one root path are its inversions
+less the inversions within each child subtree.  The orders agree when that difference is 0 at every u.
 
 A cache says in its features (``prefixspec.vocabulary.features_of``, the line protocol's handshake) how
 its snapshot reports the order:
@@ -77,10 +78,13 @@ def on_one_root_path(first: NodeView, second: NodeView) -> bool:
     return longer[: len(shorter)] == shorter
 
 
-def branch_sequences(order: Sequence[NodeView], parent_of: dict[NodeKey, NodeKey | None]) -> dict[NodeKey | None, list[NodeKey]]:
-    """For every node with two or more children (None: the virtual root), the child subtree of each node below it, in ``order``.
+def branch_sequences(
+    order: Sequence[NodeView], parent_of: dict[NodeKey, NodeKey | None], place: dict[NodeKey, int]
+) -> dict[NodeKey | None, list[tuple[NodeKey, int]]]:
+    """For every node with two or more children (None: the virtual root), each node below it in ``order``, as
+    (the child subtree it lies in, its ``place`` in the other order).
 
-    Runtime complexity: O(N) to find the branching nodes, plus one step per branching ancestor of each node.
+    Runtime complexity: O(N log N) to find the branching nodes, plus one step per branching ancestor of each node.
     """
     children: dict[NodeKey | None, int] = {}
     for key in parent_of:
@@ -96,14 +100,48 @@ def branch_sequences(order: Sequence[NodeView], parent_of: dict[NodeKey, NodeKey
             jump[key] = None
         else:
             jump[key] = jump[parent]
-    sequences: dict[NodeKey | None, list[NodeKey]] = {}
+    sequences: dict[NodeKey | None, list[tuple[NodeKey, int]]] = {}
     for view in order:
-        at = jump[key_of(view)]
+        key = key_of(view)
+        at = jump[key]
         while at is not None:
             branch, child = at
-            sequences.setdefault(branch, []).append(child)
+            sequences.setdefault(branch, []).append((child, place[key]))
             at = jump[branch] if branch is not None else None
     return sequences
+
+
+def inversions(values: list[int]) -> int:
+    """The pairs i < j with values[i] > values[j], by a bottom-up merge sort (no recursion). O(n log n)."""
+    run, width, count = list(values), 1, 0
+    while width < len(run):
+        merged: list[int] = []
+        for start in range(0, len(run), 2 * width):
+            left, right = run[start : start + width], run[start + width : start + 2 * width]
+            i = j = 0
+            while i < len(left) and j < len(right):
+                if right[j] < left[i]:
+                    count += len(left) - i
+                    merged.append(right[j])
+                    j += 1
+                else:
+                    merged.append(left[i])
+                    i += 1
+            merged.extend(left[i:])
+            merged.extend(right[j:])
+        run, width = merged, 2 * width
+    return count
+
+
+def disagrees_below(sequence: list[tuple[NodeKey, int]]) -> bool:
+    """Whether some two nodes of different child subtrees come in the other order: inversions across subtrees."""
+    by_child: dict[NodeKey, list[int]] = {}
+    for child, place in sequence:
+        by_child.setdefault(child, []).append(place)
+    within = 0
+    for places in by_child.values():
+        within += inversions(places)
+    return inversions([place for _, place in sequence]) != within
 
 
 def observable_difference(expected: Sequence[NodeView], got: Sequence[NodeView], block_size: int) -> tuple[NodeView, NodeView] | None:
@@ -112,10 +150,9 @@ def observable_difference(expected: Sequence[NodeView], got: Sequence[NodeView],
     if list(expected) == list(got):
         return None
     parent_of = parents(expected, block_size)
-    wanted = branch_sequences(expected, parent_of)
-    actual = branch_sequences(got, parent_of)
-    for branch, sequence in wanted.items():
-        if actual.get(branch) != sequence:
+    place = {key_of(view): index for index, view in enumerate(got)}
+    for branch, sequence in branch_sequences(expected, parent_of, place).items():
+        if disagrees_below(sequence):
             return witness(expected, got, branch, parent_of)
     return None
 
@@ -137,7 +174,7 @@ def witness(
         for second, second_child in below[index + 1 :]:
             if first_child != second_child and place[key_of(second)] < place[key_of(first)]:
                 return first, second
-    raise AssertionError("branch sequences differ, so some pair below the branch is ranked the other way")
+    raise AssertionError("inversions across child subtrees mean some such pair is ranked the other way")
 
 
 def eviction_walk(order: Sequence[NodeView], block_size: int) -> list[NodeView]:
