@@ -28,7 +28,8 @@ what differs here:
   read-only ``match_full_device_prefix`` (unified_tree_core.py:986, no stamp, no split);
 - the snapshot: nodes, blocks, own locks and namespaces as the TreeCore holds them; the order is the
   core's eviction priority where it can be read (the Python core: ``eviction_strategy.get_priority``
-  of each node, ties by prefix length), else ``ORDER_UNREPORTED`` (see ``UnifiedCache.reports_order``).
+  of each node, ties by prefix length); the Rust core reports none and says so with the ``unordered`` feature
+  (``UnifiedCache.prefixspec_features``), its nodes then listed by prefix.
 """
 
 from __future__ import annotations
