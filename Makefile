@@ -16,8 +16,8 @@ help:
 	@echo "make fuzz      - the long fuzz campaign of the command line: 10,000 hostile cases, counted (about 20 min)"
 	@echo "make fixtures  - regenerate the golden traces from the spec"
 	@echo "make bench     - benchmark impl against SGLang's RadixCache and the spec: docs/perf.md, bench/results/ (installs .venv-bench)"
-	@echo "make engines   - SGLang's real RadixCache through the kit under every policy: docs/engines.md (installs .venv-bench)"
-	@echo "make engines-vllm - vLLM's real KVCacheManager under strict, vllm and identify (installs .venv-vllm, CPU only)"
+	@echo "make engines   - SGLang's RadixCache and UnifiedRadixCache (Rust and Python cores), vLLM's KVCacheManager: docs/engines.md (installs .venv-bench and .venv-vllm)"
+	@echo "make engines-vllm - vLLM's real KVCacheManager alone under strict, vllm and identify (installs .venv-vllm, CPU only)"
 	@echo "make mutation  - mutmut over impl/ with the fast tests, then the score (about 10 min; docs/mutation.md)"
 	@echo "make lint      - mypy --strict on spec, impl, prefixspec and stateful_tests"
 	@echo "make clean     - remove .venv and caches"
@@ -71,10 +71,13 @@ fuzz: $(STAMP)
 # packages its radix cache's import chain needs, constrained to that torch (never
 # torchvision, which would pull a CUDA torch; bench/sglang_adapter.py says why).
 # pip then lists SGLang's other requirements as unmet: expected, its radix cache needs none.
+# openai and partial_json_parser are what the import of SGLang's UnifiedRadixCache adds
+# (sglang/srt/mem_cache/unified_cache/ reaches the server's argument parsing, which imports both).
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 SGLANG_CHAIN := numpy orjson psutil pybase64 requests triton packaging pillow starlette msgspec pydantic \
-	pyzmq tqdm ipython aiohttp dill gguf transformers tokenizers apache-tvm-ffi compressed-tensors sentencepiece
+	pyzmq tqdm ipython aiohttp dill gguf transformers tokenizers apache-tvm-ffi compressed-tensors sentencepiece \
+	openai partial_json_parser
 
 $(BENCH_STAMP): pyproject.toml
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
@@ -89,10 +92,11 @@ $(BENCH_STAMP): pyproject.toml
 bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python -m bench
 
-# SGLang's real RadixCache (examples/sglang/adapter.py) checked under strict, its
-# preset and identify, for each eviction policy; writes docs/engines.md.
-engines: $(BENCH_STAMP)
-	$(BENCH_VENV)/bin/python -m examples.sglang.engines
+# Every real engine through the kit, one matrix in docs/engines.md (examples/engines.py):
+# SGLang's RadixCache and its UnifiedRadixCache on both TreeCores here, vLLM in .venv-vllm
+# (built first).  Long (tens of minutes): ENGINES_ARGS="--only unified --policy lru" narrows it.
+engines: $(BENCH_STAMP) $(VLLM_STAMP)
+	nice -n 10 $(BENCH_VENV)/bin/python -m examples.engines $(ENGINES_ARGS)
 
 # vLLM's real KVCacheManager (examples/vllm/) in a venv of its own, created from nothing on
 # CPU with no CUDA package: the CPU torch, vLLM's CPU wheel without its dependencies

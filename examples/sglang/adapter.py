@@ -175,25 +175,29 @@ class SglangCache:
         *,
         namespace_field: NamespaceField = "extra_key",
         dynamo_format: bool = False,
+        policy_config: dict[str, Any] | None = None,
     ) -> None:
         if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
             raise InvalidArgument(f"block_size must be an int >= 1, got {block_size!r}")
-        self.sg = _loaded()
-        self.size = block_size
-        self.allocator = FreedSlots()
-        params = self.sg.CacheInitParams(
-            disable=False,
-            req_to_token_pool=None,
-            token_to_kv_pool_allocator=self.allocator,
-            page_size=block_size,
-            eviction_policy=policy,
-            enable_kv_cache_events=True,
-            dynamo_kv_event_format=dynamo_format,
-        )
         if namespace_field not in ("extra_key", "cache_salt"):
             raise ValueError(f"namespace_field is extra_key or cache_salt, got {namespace_field!r}")
+        self.sg = self.load()
+        self.size = block_size
+        self.policy = policy
+        self.allocator = FreedSlots()
         self.namespace_field: NamespaceField = namespace_field
-        self.cache: Any = self.sg.RadixCache(params)
+        self.cache: Any = self.build_cache(
+            dict(
+                disable=False,
+                req_to_token_pool=None,
+                token_to_kv_pool_allocator=self.allocator,
+                page_size=block_size,
+                eviction_policy=policy,
+                eviction_policy_config=policy_config,
+                enable_kv_cache_events=True,
+                dynamo_kv_event_format=dynamo_format,
+            )
+        )
         torch = self.sg.torch
         self.offsets = torch.arange(block_size, dtype=torch.int64)
         self.held: set[int] = set()  # the ids SGLang holds: it does not check R5's "cached elsewhere"
@@ -203,6 +207,14 @@ class SglangCache:
         self.id_of_hash: dict[int, BlockId] = {}  # the id last stored under each SGLang block hash
         self.prefix_of_hash: dict[int, tuple[int, ...]] = {}  # the tokens from the root to each hash's block
         self.awaiting: dict[tuple[int, ...], deque[BlockId]] = {}  # token prefix -> ids taken there, oldest first
+
+    def load(self) -> Any:
+        """The SGLang names this adapter uses (``loading.Sglang``); RuntimeError when SGLang cannot be imported."""
+        return _loaded()
+
+    def build_cache(self, params: dict[str, Any]) -> Any:
+        """SGLang's cache of ``CacheInitParams(**params)``: here its ``RadixCache``."""
+        return self.sg.RadixCache(self.sg.CacheInitParams(**params))
 
     @property
     def root(self) -> NodeId:
@@ -290,13 +302,17 @@ class SglangCache:
         result = self.cache.insert(self.sg.InsertParams(key=key, value=self.slots(given)))
         node = result.last_device_node
         kept = int(result.prefix_len) // self.size  # positions SGLang held before this insert
-        self.held.update(given[kept:])
-        for position in range(kept, whole):
-            self.awaiting.setdefault(tuple(prompt[: (position + 1) * self.size]), deque()).append(given[position])
+        self.took(prompt, given, kept, space)
         self.inserted += whole - kept
         path = self.path_blocks(node)
         duplicates = [new for new, old in zip(given[:kept], path[:kept]) if new != old]
         return Inserted(node, duplicates)
+
+    def took(self, prompt: list[int], given: list[int], kept: int, namespace: Namespace) -> None:
+        """SGLang took ``given[kept:]`` for ``prompt``: they are held, and await their BlockStored (R13)."""
+        self.held.update(given[kept:])
+        for position in range(kept, len(given)):
+            self.awaiting.setdefault(tuple(prompt[: (position + 1) * self.size]), deque()).append(given[position])
 
     def cached_along(self, key: list[int], namespace: Namespace = None) -> list[int]:
         """The ids SGLang holds along ``key`` in ``namespace``, read without touching the tree (no stamp, no split).
@@ -498,3 +514,9 @@ def salted_mru(block_size: int) -> SglangCache:
 def salted_filo(block_size: int) -> SglangCache:
     """``salted_lru`` under ``filo``; ``--rules sglang-filo``."""
     return SglangCache(block_size, "filo", namespace_field="cache_salt")
+
+
+def tlru(block_size: int) -> SglangCache:
+    """``tlru`` with the server's documented example configuration; its ``evict`` raises AttributeError
+    (``examples/sglang/defects.py``): the plain RadixCache's nodes lack the ``_tlru_*`` fields."""
+    return SglangCache(block_size, "tlru", policy_config={"threshold": 4096, "next_prompt_estimate": 512})

@@ -1,4 +1,4 @@
-"""``make engines``: SGLang's real RadixCache through the kit, under every policy, and ``docs/engines.md``.
+"""SGLang's real ``RadixCache`` through the kit, under every policy: its section of ``docs/engines.md``.
 
 For each eviction policy of ``examples.sglang.adapter.POLICIES``, with two
 factories: ``POLICY`` (the namespace as SGLang's ``extra_key``) and
@@ -15,9 +15,9 @@ factories: ``POLICY`` (the namespace as SGLang's ``extra_key``) and
    reached);
 4. ``prefixspec identify salted_POLICY``: it must name exactly that preset.
 
-Run with the venv that holds SGLang (``make engines`` builds ``.venv-bench``).
-Exit 0 when every expectation holds; the report is printed and written to
-``docs/engines.md``.
+``radix_section`` returns the rows and prose ``examples/engines.py`` renders into the page's one
+matrix (``make engines`` runs it in ``.venv-bench``); ``python -m examples.sglang.engines`` runs
+this section alone and writes the page with it.  Each unmet expectation is a problem of the run.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from spec.api import RULE_PRESETS, CacheFactory
+from examples.matrix import EngineSection, MatrixRow, render_page
 from examples.sglang import adapter
 from examples.sglang.loading import load_sglang
 from prefixspec.formats.trace import read_trace
@@ -181,13 +182,27 @@ def counted(counts: list[tuple[str, int]]) -> str:
     return ", ".join(f"{stage} {count:,}" for stage, count in counts) or "never"
 
 
+def rows_of(runs: list[PolicyRun], version: str) -> tuple[MatrixRow, ...]:
+    """The matrix rows of the runs: per policy, the salted factory under strict and its preset, the extra_key factory, identify."""
+    engine = f"SGLang {version} RadixCache"
+    rows: list[MatrixRow] = []
+    for run in runs:
+        assert run.strict is not None and run.preset is not None
+        preset = preset_of(run.policy)
+        calls, rule, _ = shortest_stage(run.strict)
+        rows.append(MatrixRow(engine, f"salted_{run.policy}", "strict", "PASSED" if run.strict.passed else f"differs: {calls} calls, {rule}", calls_of(run.strict), run.seconds["strict"]))
+        rows.append(MatrixRow(engine, f"salted_{run.policy}", preset, "PASSED" if run.preset.passed else f"FAILED: {', '.join(failed_rules(run.preset))}", calls_of(run.preset), run.seconds[preset]))
+        if run.extra_key is not None:
+            extra_calls, extra_rule, _ = shortest_stage(run.extra_key)
+            verdict = "PASSED" if run.extra_key.passed else f"differs: {extra_calls} call{'s' if extra_calls != 1 else ''}, {extra_rule}"
+            rows.append(MatrixRow(engine, run.policy, preset, verdict, calls_of(run.extra_key), run.seconds["extra_key"]))
+        rows.append(MatrixRow(engine, f"salted_{run.policy}", "identify", f"names {', '.join(run.identified) or 'none'}", 0, run.seconds["identify"]))
+    return tuple(rows)
+
+
 def markdown(runs: list[PolicyRun], version: str, torch_version: str, total_seconds: float) -> str:
     lines = [
-        "# Real engines through the kit",
-        "",
-        "Written by `make engines` (`examples/sglang/engines.py`); do not edit by hand.",
-        "",
-        f"## SGLang {version} `RadixCache` (torch {torch_version}, CPU)",
+        f"SGLang {version}, torch {torch_version}, CPU; this section's checks took {total_seconds:.0f} s.",
         "",
         "The adapter is `examples/sglang/adapter.py` (it translates pages, tokens, locks, namespaces and events; it fixes",
         "no behaviour). Each policy has two factories: `POLICY` puts a namespace (R12) in SGLang's `RadixKey.extra_key`,",
@@ -195,28 +210,9 @@ def markdown(runs: list[PolicyRun], version: str, torch_version: str, total_seco
         "golden trace, the call machine (which draws namespaces and takes events), the engine machine, and, when those",
         "pass, the extremes and scale stages.",
         "",
-        "| policy | `salted_POLICY` under `strict` | `POLICY` (extra_key) under its preset | `salted_POLICY` under its preset | `identify salted_POLICY` names | calls checked (salted, preset) | seconds (strict / extra_key / salted preset / identify) |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for run in runs:
-        assert run.strict is not None and run.preset is not None
-        calls, rule, _ = shortest_stage(run.strict)
-        strict_cell = "PASSED" if run.strict.passed else f"differs: {calls} calls, {rule}"
-        preset = preset_of(run.policy)
-        if run.extra_key is None:
-            extra_cell, extra_seconds = "not run (`--extra-key-lru-only`)", "-"
-        else:
-            extra_calls, extra_rule, _ = shortest_stage(run.extra_key)
-            extra_cell = f"`{preset}`: " + ("PASSED" if run.extra_key.passed else f"differs: {extra_calls} call{'s' if extra_calls != 1 else ''}, {extra_rule}")
-            extra_seconds = f"{run.seconds['extra_key']:.1f}"
-        preset_cell = f"`{preset}`: {'PASSED' if run.preset.passed else 'FAILED'}"
-        seconds = f"{run.seconds['strict']:.1f} / {extra_seconds} / {run.seconds[preset]:.1f} / {run.seconds['identify']:.1f}"
-        lines.append(
-            f"| {run.policy} | {strict_cell} | {extra_cell} | {preset_cell} | {', '.join(run.identified) or 'none'} | {calls_of(run.preset):,} | {seconds} |"
-        )
     lines += [
-        "",
-        f"All of it in {total_seconds:.0f} s. Each engine machine run: 12 examples of at least 3,000 engine steps.",
+        "Each engine machine run: 12 examples of at least 3,000 engine steps.",
         "The strict check runs the salted factory, whose events agree, so that R7 is the one difference it shows;",
         "the lockstep's takes of events after each insert and evict are kept in the counterexamples.",
         "",
@@ -269,12 +265,28 @@ def markdown(runs: list[PolicyRun], version: str, torch_version: str, total_seco
         "- `priority` needs an argument of insert (the request's priority), which the interface does not have.",
         "- `slru` and `tlru` take configuration (`protected_threshold`; TEL estimates); `tlru` also raises",
         "  `AttributeError` on the plain `RadixCache` (its nodes lack the `_tlru_*` fields), so the server refuses it there.",
-        "- The server's default cache in 0.5.23 is `UnifiedRadixCache` (a Rust tree core by default), not this class.",
+        "- The server's default cache in 0.5.23 is `UnifiedRadixCache` (a Rust tree core by default): its own section below.",
         "- `dynamo_kv_event_format` (the adapter's `dynamo_format=True`), which seeds the event hashes with the extra_key",
         "  too, is not checked here; its `BlockStored` still has no extra_key field.",
         "",
     ]
     return "\n".join(lines)
+
+
+def radix_section(out: Path, progress: bool = True, policies: list[str] | None = None, extra_key_lru_only: bool = False) -> tuple[EngineSection, list[str]]:
+    """The RadixCache's section of ``docs/engines.md`` and the expectations that did not hold."""
+    sglang = load_sglang()
+    title = "SGLang `RadixCache`"
+    if sglang is None:
+        return EngineSection(title, (), "Not run: SGLang cannot be imported here (`make engines` installs it into `.venv-bench`)."), ["SGLang cannot be imported"]
+    started = time.perf_counter()
+    runs = [
+        run_policy(policy, out, progress=progress, extra_key=not extra_key_lru_only or policy == "lru")
+        for policy in policies or adapter.POLICIES
+    ]
+    prose = markdown(runs, sglang.version, sglang.torch_version, time.perf_counter() - started)
+    problems = [f"RadixCache {run.policy}: {problem}" for run in runs for problem in run.problems]
+    return EngineSection(f"SGLang {sglang.version} `RadixCache`", rows_of(runs, sglang.version), prose), problems
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,20 +296,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", default=str(ROOT / "docs" / "engines.md"), help="where the report goes")
     parser.add_argument("--extra-key-lru-only", action="store_true", help="check the extra_key factory under its preset for lru alone (default every policy)")
     arguments = parser.parse_args(argv)
-    sglang = load_sglang()
-    if sglang is None:
-        print("make engines: SGLang cannot be imported here (make engines installs it into .venv-bench)", file=sys.stderr)
+    if load_sglang() is None:
+        print("SGLang cannot be imported here (make engines installs it into .venv-bench)", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    runs = [
-        run_policy(policy, Path(arguments.out), progress=True, extra_key=not arguments.extra_key_lru_only or policy == "lru")
-        for policy in arguments.policy or adapter.POLICIES
-    ]
-    report = markdown(runs, sglang.version, sglang.torch_version, time.perf_counter() - started)
-    print(report)
-    Path(arguments.docs).write_text(report, encoding="utf-8")
-    problems = [f"{run.policy}: {problem}" for run in runs for problem in run.problems]
-    print(f"make engines: {len(runs)} policies in {time.perf_counter() - started:.0f} s; " + ("every expectation holds" if not problems else "; ".join(problems)))
+    section, problems = radix_section(Path(arguments.out), True, arguments.policy, arguments.extra_key_lru_only)
+    page = render_page([section], time.perf_counter() - started)
+    print(page)
+    Path(arguments.docs).write_text(page, encoding="utf-8")
+    print(f"SGLang RadixCache: {len(section.rows)} rows in {time.perf_counter() - started:.0f} s; " + ("every expectation holds" if not problems else "; ".join(problems)))
     return 1 if problems else 0
 
 

@@ -16,7 +16,7 @@ SGLang does, it asserts nothing.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from examples.sglang.adapter import NamespaceField, SglangCache
@@ -118,7 +118,7 @@ def fold(events: list[KVEvent]) -> tuple[Mirror, str | None]:
     return mirror, None
 
 
-def contents_text(contents: dict[Place, BlockId]) -> str:
+def contents_text(contents: Mapping[Place, BlockId]) -> str:
     entries = sorted(contents.items(), key=lambda item: (repr(item[0][0]), item[0][1]))
     return "{" + ", ".join(f"{list(tokens)}{_ns(namespace)}: {block}" for (namespace, tokens), block in entries) + "}"
 

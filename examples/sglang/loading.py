@@ -45,8 +45,8 @@ class Sglang:
             radix = importlib.import_module("sglang.srt.mem_cache.radix_cache")
             base = importlib.import_module("sglang.srt.mem_cache.base_prefix_cache")
             init_params = importlib.import_module("sglang.srt.mem_cache.cache_init_params")
-            import sglang
-            import torch
+            sglang = importlib.import_module("sglang")  # by name: mypy need not find SGLang or torch where they are absent
+            torch = importlib.import_module("torch")
         self.torch = torch
         self.RadixCache = radix.RadixCache
         self.RadixKey = radix.RadixKey
@@ -59,7 +59,43 @@ class Sglang:
         self.torch_version = torch.__version__
 
 
+class SglangUnified(Sglang):
+    """Beside ``Sglang``'s names, SGLang's ``UnifiedRadixCache`` (the server's default cache in 0.5.23,
+    ``mem_cache/registry.py`` ``default_radix_cache_factory``) and the names its adapter uses.
+
+    Its import reaches ``sglang.srt.server_args``, which needs ``openai`` and ``partial_json_parser``
+    (``make .venv-bench`` installs both); the Rust TreeCore is imported on its first use, by
+    ``rust_available``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            unified = importlib.import_module("sglang.srt.mem_cache.unified_radix_cache")
+            components = importlib.import_module("sglang.srt.mem_cache.unified_cache.component_type")
+            base = importlib.import_module("sglang.srt.mem_cache.base_prefix_cache")
+        self.UnifiedRadixCache = unified.UnifiedRadixCache
+        self.ComponentType = components.ComponentType
+        self.DecLockRefParams = base.DecLockRefParams
+        self._rust_reason: str | None | bool = False  # False: not tried yet
+
+    def rust_unavailable(self) -> str | None:
+        """None when SGLang's Rust TreeCore imports here, else why not (the import's error)."""
+        if self._rust_reason is False:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    importlib.import_module("sglang.srt.mem_cache.rust_tree_core.adapter")
+                self._rust_reason = None
+            except Exception as error:  # a failed native import raises ImportError, OSError or RuntimeError
+                self._rust_reason = f"{type(error).__name__}: {error}"
+        reason = self._rust_reason
+        return reason if isinstance(reason, str) else None
+
+
 _LOADED: Sglang | None = None
+_UNIFIED: SglangUnified | None = None
+_UNIFIED_ERROR: str | None = None
 
 
 def load_sglang() -> Sglang | None:
@@ -74,7 +110,7 @@ def load_sglang() -> Sglang | None:
 
 
 class FreedSlots:
-    """The KV allocator SGLang's RadixCache is given: records the slots evict frees, does nothing else."""
+    """The KV allocator SGLang's caches are given: records the slots evict frees, does nothing else."""
 
     device = "cpu"
 
@@ -83,3 +119,20 @@ class FreedSlots:
 
     def free_segment(self, values: Any, start_pos: int = 0) -> None:
         self.freed.append(values)
+
+
+def load_unified() -> SglangUnified | None:
+    """SGLang with its UnifiedRadixCache, or None when it cannot be imported here (``unified_unavailable`` says why)."""
+    global _UNIFIED, _UNIFIED_ERROR
+    if _UNIFIED is None and _UNIFIED_ERROR is None:
+        try:
+            _UNIFIED = SglangUnified()
+        except ImportError as error:
+            _UNIFIED_ERROR = f"{type(error).__name__}: {error}"
+    return _UNIFIED
+
+
+def unified_unavailable() -> str | None:
+    """None when ``load_unified`` succeeds, else the import error that stopped it."""
+    load_unified()
+    return _UNIFIED_ERROR

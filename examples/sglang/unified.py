@@ -1,0 +1,465 @@
+"""SGLang 0.5.23's ``UnifiedRadixCache`` on its Rust or its Python TreeCore, behind ``spec.api.PrefixCache``.
+
+The class SGLang's server builds by default (``mem_cache/registry.py``, ``default_radix_cache_factory``
+returns ``create_unified_radix_cache(ctx)``), constructed directly, on CPU, as the server would for a
+model with full attention only: ``CacheInitParams(tree_components=(FULL,), tree_core_backend=core)``,
+an allocator that records what ``free_segment`` is given, no request pool.  The tree is a TreeCore
+(``unified_cache/tree_core_registry.py``): ``"rust"`` (the default, the bundled
+``rust_tree_core/mem_cache`` extension) or ``"python"`` (``unified_cache/unified_tree_core.py``).
+
+The adapter translates as ``examples/sglang/adapter.py`` does (pages, the last prompt token, tokens
+to blocks, namespaces as ``extra_key`` or ``cache_salt``, SGLang's KV events as a router reads them);
+what differs here:
+
+- node handles are SGLang's ``NodeId`` ints tagged with their cache (``UnifiedNode``: the Rust core counts
+  ids from 0 in every cache); a handle is live while the TreeCore still resolves it (``collect_path_info``
+  raises KeyError for one it dropped, both cores);
+- locks are receipts: ``inc_lock_ref`` returns one, and ``dec_lock_ref`` must be given it back, once
+  (``UnifiedRadixCache.lock``/``unlock``, unified_radix_cache.py:1094-1106).  ``lock`` keeps each
+  receipt on a stack per node and ``unlock`` hands back the newest.  R6's NotLocked is the caller's
+  check in SGLang, as on the plain RadixCache: an unlock of a node holding no receipt raises
+  NotLocked and reaches neither core.  So the adapter never releases a receipt twice; what the Rust
+  core does when a caller does (it panics and every later call fails) is shown by
+  ``examples/sglang/defects.py`` in a process of its own; should a panic reach the adapter
+  (the binding raises ``RuntimeError("Rust TreeCore panicked: ...")``, or pyo3's ``PanicException``, a
+  ``BaseException``), ``guarded`` reports it as ``RustPanic`` and refuses every later call, so a check
+  names the first panic instead of a cascade of failures or a crash of the kit;
+- the R5 check of ids "cached elsewhere" reads what SGLang holds along a key with the TreeCore's
+  read-only ``match_full_device_prefix`` (unified_tree_core.py:986, no stamp, no split);
+- the snapshot: nodes, blocks, own locks and namespaces as the TreeCore holds them; the order is the
+  core's eviction priority where it can be read (the Python core: ``eviction_strategy.get_priority``
+  of each node, ties by prefix length); the Rust core reports none and says so with the ``unordered`` feature
+  (``UnifiedCache.prefixspec_features``), its nodes then listed by prefix.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from spec.api import BlockId, NodeId, NodeView, NotLocked, Snapshot, UnknownNode
+from examples.sglang.adapter import NamespaceField, SglangCache, namespace_of
+from examples.sglang.loading import SglangUnified, load_unified, unified_unavailable
+
+Core = Literal["rust", "python"]
+CORES: tuple[Core, ...] = ("rust", "python")
+
+SERVER_POLICIES = ("lru", "lfu", "slru", "priority", "tlru")
+"""What SGLang 0.5.23's server accepts as ``--radix-eviction-policy`` (server_args.py, its choices)."""
+
+LIBRARY_POLICIES = ("fifo", "mru", "filo")
+"""Eviction strategies ``mem_cache/evict_policy.py`` defines that the server's flag does not offer."""
+
+
+@dataclass(frozen=True)
+class UnifiedNode:
+    """A node handle of one adapter: SGLang's ``NodeId`` is a plain int, and the Rust core counts its ids from 0
+    in every cache, so another cache's id could name a node here; the handle carries its cache's serial."""
+
+    cache: int
+    node: int
+
+    def __repr__(self) -> str:
+        return f"node {self.node} of cache {self.cache}"
+
+
+_SERIALS = itertools.count()
+
+
+class RustPanic(RuntimeError):
+    """SGLang's Rust TreeCore panicked (pyo3's PanicException); the binding is poisoned from then on."""
+
+
+def _is_panic(error: BaseException) -> bool:
+    """A panic of the Rust core: the binding turns it into ``RuntimeError("Rust TreeCore panicked: ...")`` and poisons
+    its mutex (every later call raises the same way); a panic it does not catch would be pyo3's PanicException."""
+    if type(error).__name__ == "PanicException":
+        return True
+    return isinstance(error, RuntimeError) and not isinstance(error, RustPanic) and str(error).startswith("Rust TreeCore panicked")
+
+
+def _unified() -> SglangUnified:
+    sglang = load_unified()
+    if sglang is None:
+        raise RuntimeError(f"SGLang's UnifiedRadixCache cannot be imported here ({unified_unavailable()}): make engines installs it into .venv-bench")
+    return sglang
+
+
+class UnifiedCache(SglangCache):
+    """SGLang's ``UnifiedRadixCache`` (page size B, eviction ``policy``, TreeCore ``core``) as a PrefixCache.
+
+    ``policy_config`` is SGLang's ``eviction_policy_config`` (``slru``: ``protected_threshold``;
+    ``tlru``: ``threshold``, ``next_prompt_estimate``).  RuntimeError when the core cannot be built
+    here (the Rust core's import error is named).
+    """
+
+    def __init__(
+        self,
+        block_size: int,
+        policy: str = "lru",
+        *,
+        core: Core = "rust",
+        namespace_field: NamespaceField = "extra_key",
+        policy_config: dict[str, Any] | None = None,
+    ) -> None:
+        if core not in CORES:
+            raise ValueError(f"core is one of {', '.join(CORES)}, got {core!r}")
+        self.core: Core = core
+        self.receipts: dict[int, list[Any]] = {}  # the receipts of the locks each node holds, oldest first
+        self.placed: dict[BlockId, tuple[Any, tuple[int, ...]]] = {}  # each id SGLang took: (namespace, token prefix)
+        self.panicked: str | None = None
+        self.serial = next(_SERIALS)
+        super().__init__(block_size, policy, namespace_field=namespace_field, policy_config=policy_config)
+
+    def load(self) -> Any:
+        return _unified()
+
+    def build_cache(self, params: dict[str, Any]) -> Any:
+        sg = self.sg
+        if self.core == "rust":
+            reason = sg.rust_unavailable()
+            if reason is not None:
+                raise RuntimeError(f"SGLang's Rust TreeCore cannot be imported here: {reason}")
+        init = sg.CacheInitParams(
+            **params,
+            tree_components=(sg.ComponentType.FULL,),
+            tree_core_backend=self.core,
+        )
+        cache = sg.UnifiedRadixCache(init)
+        chosen = type(cache.tree_core).__name__
+        wanted = "RustUnifiedTreeCore" if self.core == "rust" else "UnifiedTreeCore"
+        if chosen != wanted:  # tree_core_registry.py falls back to Python where it judges Rust unfit
+            raise RuntimeError(f"SGLang built a {chosen} where the {self.core} TreeCore ({wanted}) was asked for")
+        return cache
+
+    @property
+    def tree(self) -> Any:
+        return self.cache.tree_core
+
+    @property
+    def root(self) -> NodeId:
+        return self.handle(self.root_id)
+
+    @property
+    def root_id(self) -> int:
+        return int(self.cache.root_node_handle())
+
+    def handle(self, node: Any) -> UnifiedNode:
+        """SGLang's NodeId as this adapter's handle (a handle passes through)."""
+        if isinstance(node, UnifiedNode):
+            return node
+        return UnifiedNode(self.serial, int(node))
+
+    def rust_guard(self, call: str) -> None:
+        """Refuse every call after a panic of the Rust core: its binding is poisoned (RustPanic names the first)."""
+        if self.panicked is not None:
+            raise RustPanic(f"{call}: SGLang's Rust TreeCore panicked earlier and is poisoned ({self.panicked})")
+
+    def guarded(self, call: str, run: Any, *arguments: Any) -> Any:
+        self.rust_guard(call)
+        try:
+            return run(*arguments)
+        except BaseException as error:
+            if not _is_panic(error):
+                raise
+            self.panicked = f"{call}: {error}"
+            raise RustPanic(f"SGLang's Rust TreeCore panicked in {call}: {error}") from None
+
+    # Handles, locks and the R5 read.
+
+    def live(self, node: object) -> Any:
+        """R6: SGLang's NodeId of a handle of this adapter that the TreeCore still resolves, else UnknownNode."""
+        if isinstance(node, UnifiedNode) and node.cache == self.serial:
+            if node.node == self.root_id:
+                return node.node
+            try:
+                self.guarded("collect_path_info", self.tree.collect_path_info, [node.node])
+                return node.node
+            except KeyError:
+                pass
+        raise UnknownNode(f"{node!r} is not in the cache")
+
+    def lock(self, node: NodeId) -> None:
+        live = self.live(node)
+        if live == self.root_id:
+            return
+        result = self.guarded("inc_lock_ref", self.cache.inc_lock_ref, live)
+        self.receipts.setdefault(live, []).append(result.to_dec_params())
+
+    def unlock(self, node: NodeId) -> None:
+        live = self.live(node)
+        if live == self.root_id:
+            return
+        held = self.receipts.get(live)
+        if not held:
+            raise NotLocked(f"{node!r} holds no lock of its own")
+        receipt = held.pop()
+        if not held:
+            del self.receipts[live]
+        self.guarded("dec_lock_ref", self.cache.dec_lock_ref, live, receipt)
+
+    def cached_along(self, key: list[int], namespace: Any = None) -> list[int]:
+        """The ids SGLang holds along ``key``, read with the TreeCore's read-only full-device match."""
+        matched, node, _pinned = self.guarded("match_full_device_prefix", self.tree.match_full_device_prefix, self.radix_key(key, namespace))
+        if not matched:
+            return []
+        return self.path_blocks(node)[: int(matched) // self.size]
+
+    # The calls, each guarded against a panic of the Rust core.
+
+    def match_prefix(self, tokens: Sequence[int], namespace: Any = None) -> Any:
+        self.rust_guard("match_prefix")
+        try:
+            found = super().match_prefix(tokens, namespace)
+            return replace(found, node=self.handle(found.node))
+        except BaseException as error:
+            self.note_panic("match_prefix", error)
+            raise
+
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Any = None) -> Any:
+        self.rust_guard("insert")
+        try:
+            done = super().insert(tokens, blocks, namespace)
+            return replace(done, node=self.handle(done.node))
+        except BaseException as error:
+            self.note_panic("insert", error)
+            raise
+
+    def took(self, prompt: list[int], given: list[int], kept: int, namespace: Any) -> None:
+        """Where each id SGLang took sits (its namespace and token prefix): how ``rust_records`` finds its node."""
+        super().took(prompt, given, kept, namespace)
+        for position in range(kept, len(given)):
+            self.placed[given[position]] = (namespace, tuple(prompt[: (position + 1) * self.size]))
+
+    def evict(self, n_blocks: int) -> list[BlockId]:
+        self.rust_guard("evict")
+        try:
+            return super().evict(n_blocks)
+        except BaseException as error:
+            self.note_panic("evict", error)
+            raise
+
+    def note_panic(self, call: str, error: BaseException) -> None:
+        if _is_panic(error):
+            self.panicked = f"{call}: {error}"
+            raise RustPanic(f"SGLang's Rust TreeCore panicked in {call}: {error}") from None
+
+    def cached_blocks(self) -> int:
+        return self.cached_tokens() // self.size
+
+    def cached_tokens(self) -> int:
+        full, _other = self.guarded("total_size", self.cache.total_size)
+        return int(full)
+
+    def evictable_blocks(self) -> int:
+        return int(self.guarded("evictable_size", self.cache.evictable_size)) // self.size
+
+    # The snapshot.
+
+    @property
+    def prefixspec_features(self) -> frozenset[str]:
+        """What the kit may ask of this cache (``prefixspec.vocabulary.features_of``): namespaces and events, and
+        for the Rust core ``unordered`` (``prefixspec/running/observable.py``): its binding reports no order, so its
+        snapshot's nodes are compared without one and its order is checked by what each ``evict`` frees."""
+        offered = {"namespaces", "events"}
+        if not self.reports_order:
+            offered.add("unordered")
+        return frozenset(offered)
+
+    @property
+    def reports_order(self) -> bool:
+        """Whether ``snapshot`` orders nodes by the core's own eviction priority: the Python core keeps it on its
+        nodes (``last_access_time``, ``hit_count``, ``creation_time``, ``priority``); the Rust binding exposes none
+        of them, so its order is read from its eviction walk (``eviction_walk``) instead."""
+        return self.core == "python"
+
+    def node_records(self) -> list[tuple[Any, tuple[int, ...], NodeView]]:
+        """(priority or None, prefix, view) of every node but the root."""
+        if self.core == "python":
+            return self.python_records()
+        return self.rust_records()
+
+    def python_records(self) -> list[tuple[Any, tuple[int, ...], NodeView]]:
+        tree = self.tree
+        full = self.sg.ComponentType.FULL
+        priority = tree.eviction_strategy.get_priority
+        records: list[tuple[Any, tuple[int, ...], NodeView]] = []
+        stack: list[tuple[Any, tuple[int, ...]]] = [(tree.root_node, ())]
+        while stack:
+            node, prefix = stack.pop()
+            for child in node.children.values():
+                child_prefix = prefix + tuple(child.key.raw_token_ids())
+                own = child.component_data[full].lock_ref - sum(grand.component_data[full].lock_ref for grand in child.children.values())
+                value = child.component_data[full].value
+                blocks = tuple(self.block_ids(value)) if value is not None else ()
+                view = NodeView(child_prefix, blocks, own, namespace_of(getattr(child.key, self.namespace_field)))
+                records.append((priority(child), child_prefix, view))
+                stack.append((child, child_prefix))
+        return records
+
+    def rust_records(self) -> list[tuple[Any, tuple[int, ...], NodeView]]:
+        """The Rust core's nodes, rebuilt from what its binding offers: ``walk_for_kv_canary`` lists every cached
+        KV slot with the slot before it (so the tips of the tree), each tip's block was placed by one insert at a
+        known token prefix (``placed``), ``match_full_device_prefix`` of that prefix names the tip's node (a
+        read-only walk), and ``collect_path_info`` gives each node on its path with its span.  Own locks: the
+        receipts the adapter holds on a node, where the canary walk of unlocked slots agrees the node is pinned;
+        a node it shows pinned that no receipt at or below pins counts one lock the adapter never took."""
+        every = self.guarded("walk_for_kv_canary", self.tree.walk_for_kv_canary, False, False)
+        unlocked = self.guarded("walk_for_kv_canary", self.tree.walk_for_kv_canary, True, False)
+        slots: list[int] = every.slot_indices.tolist()
+        previous = set(every.prev_slot_indices.tolist())
+        free_slots = set(unlocked.slot_indices.tolist())
+        tips = [slot for slot in slots if slot not in previous]
+        ends: list[tuple[int, Any, tuple[int, ...]]] = []  # (tip node, namespace, its whole prefix)
+        for tip in tips:
+            block = tip // self.size
+            if block not in self.placed:
+                raise RuntimeError(f"SGLang's Rust core holds KV slot {tip} (block {block}), which no insert left")
+            namespace, prefix = self.placed[block]
+            matched, node, _pinned = self.guarded("match_full_device_prefix", self.tree.match_full_device_prefix, self.radix_key(list(prefix), namespace))
+            if int(matched) != len(prefix):
+                raise RuntimeError(f"SGLang's Rust core holds block {block} but matches {int(matched)} of its {len(prefix)} tokens")
+            ends.append((int(node), namespace, prefix))
+        paths = self.guarded("collect_path_info", self.tree.collect_path_info, [node for node, _, _ in ends]) if ends else ()
+        records: dict[int, tuple[Any, tuple[int, ...], NodeView]] = {}
+        last_slot: dict[int, int] = {}  # each node's last KV slot, to read the canary walk's pins by
+        parents: dict[int, int] = {}
+        for (tip, namespace, prefix), path in zip(ends, paths):
+            path_slots = self.path_slots(tip)  # one read per tip: every node on its path is a span of it
+            for info in path:
+                node_id = int(info.node_id)
+                if node_id in records:
+                    continue
+                start, end = int(info.path_start), int(info.path_end)
+                blocks = tuple(slot // self.size for slot in path_slots[start : end : self.size])
+                records[node_id] = (None, prefix[:end], NodeView(prefix[:end], blocks, 0, namespace))
+                last_slot[node_id] = path_slots[end - 1]
+                parents[node_id] = int(info.parent_id)
+        held_below = dict.fromkeys(records, 0)  # receipts at or below each node
+        for node_id, receipts in self.receipts.items():
+            at: int | None = node_id
+            while at is not None and at in records:
+                held_below[at] += len(receipts)
+                at = parents.get(at)
+        for node_id, (priority, prefix, view) in list(records.items()):
+            pinned = last_slot[node_id] not in free_slots
+            own = len(self.receipts.get(node_id, ())) if pinned else 0
+            if pinned and held_below[node_id] == 0:
+                own = 1
+            records[node_id] = (priority, prefix, NodeView(view.prefix, view.blocks, own, view.namespace))
+        return list(records.values())
+
+    def eviction_walk(self) -> list[tuple[Any, tuple[int, ...]]]:
+        """(namespace, prefix) of every unpinned leaf, in the order the core's own eviction walk would free them
+        (``evict_device_start``, then ``evict_device_next_node`` until it names none, then ``evict_device_end``,
+        as ``UnifiedRadixCache._evict_components`` drives it, unified_radix_cache.py:1000-1055, without
+        ``evict_device_leaf``: the walk names its victims and frees nothing)."""
+        full = self.sg.ComponentType.FULL
+        by_node = {record[2].prefix: record for record in self.node_records()}
+        named: list[int] = []
+        self.guarded("evict_device_start", self.tree.evict_device_start, full, 1 << 62)
+        try:
+            while True:
+                step = self.guarded("evict_device_next_node", self.tree.evict_device_next_node, full, {full: 0})
+                if step.node_id is None:
+                    break
+                named.append(int(step.node_id))
+        finally:
+            self.guarded("evict_device_end", self.tree.evict_device_end, full)
+        order: list[tuple[Any, tuple[int, ...]]] = []
+        for node in named:
+            path = self.guarded("collect_path_info", self.tree.collect_path_info, [node])[0]
+            length = int(path[-1].path_end) if path else 0
+            candidates = [view for prefix, (_, _, view) in by_node.items() if len(prefix) == length and self.node_of(view) == node]
+            if not candidates:
+                raise RuntimeError(f"SGLang's eviction walk named node {node}, which is no node of the tree")
+            order.append((candidates[0].namespace, candidates[0].prefix))
+        return order
+
+    def node_of(self, view: NodeView) -> int:
+        matched, node, _pinned = self.guarded("match_full_device_prefix", self.tree.match_full_device_prefix, self.radix_key(list(view.prefix), view.namespace))
+        return int(node)
+
+    def path_slots(self, node: int) -> list[int]:
+        slots: list[int] = self.guarded("path_device_indices", self.cache.path_device_indices, node).tolist()
+        return slots
+
+    def snapshot(self) -> Snapshot:
+        records = self.node_records()
+        if self.reports_order:
+            records.sort(key=lambda record: (record[0], len(record[1])))
+        else:
+            records.sort(key=lambda record: (len(record[1]), record[1]))
+        return Snapshot(self.size, tuple(view for _, _, view in records), self.stats())
+
+
+
+# A factory per core and policy, for ``prefixspec check examples.sglang.unified:rust_lru --rules ...``.
+def rust_lru(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "lru", core="rust", namespace_field="cache_salt")
+
+
+def python_lru(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "lru", core="python", namespace_field="cache_salt")
+
+
+def rust_lfu(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "lfu", core="rust", namespace_field="cache_salt")
+
+
+def python_lfu(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "lfu", core="python", namespace_field="cache_salt")
+
+
+def rust_slru(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "slru", core="rust", namespace_field="cache_salt")
+
+
+def python_slru(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "slru", core="python", namespace_field="cache_salt")
+
+
+def rust_priority(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "priority", core="rust", namespace_field="cache_salt")
+
+
+def python_priority(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "priority", core="python", namespace_field="cache_salt")
+
+
+TLRU_CONFIG = {"threshold": 4096, "next_prompt_estimate": 512}
+"""The server refuses ``tlru`` unless threshold > next_prompt_estimate (arg_groups/kv_cache_hook.py:375-391); its documented example."""
+
+
+def rust_tlru(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "tlru", core="rust", namespace_field="cache_salt", policy_config=dict(TLRU_CONFIG))
+
+
+def python_tlru(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "tlru", core="python", namespace_field="cache_salt", policy_config=dict(TLRU_CONFIG))
+
+
+def rust_fifo(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "fifo", core="rust", namespace_field="cache_salt")
+
+
+def python_fifo(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "fifo", core="python", namespace_field="cache_salt")
+
+
+def rust_mru(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "mru", core="rust", namespace_field="cache_salt")
+
+
+def python_mru(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "mru", core="python", namespace_field="cache_salt")
+
+
+def rust_filo(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "filo", core="rust", namespace_field="cache_salt")
+
+
+def python_filo(block_size: int) -> UnifiedCache:
+    return UnifiedCache(block_size, "filo", core="python", namespace_field="cache_salt")

@@ -1,0 +1,370 @@
+"""The UnifiedRadixCache adapter (examples/sglang/unified.py): its translation checked on a fake SGLang, and,
+where SGLang is installed (``.venv-bench``), on the real one, both TreeCores side by side.
+
+The fake stands in for the few SGLang names the adapter calls (lock receipts, the TreeCore's read-only
+walks, a Rust panic); without SGLang the real tests skip and the rest run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from spec.api import NodeView, NotLocked, UnknownNode
+from examples.engines import section_from_json, section_to_json
+from examples.matrix import EngineSection, MatrixRow
+from examples.sglang.loading import load_unified
+from examples.sglang.unified import RustPanic, UnifiedCache, UnifiedNode
+
+
+class PanicException(BaseException):
+    """What pyo3 raises for a Rust panic: a BaseException, so ``except Exception`` does not stop it."""
+
+
+class Values(list[int]):
+    """A tensor's face the adapter uses: ``tolist``."""
+
+    def tolist(self) -> list[int]:
+        return list(self)
+
+
+@dataclass(frozen=True)
+class Receipt:
+    node: int
+    serial: int
+
+
+@dataclass(frozen=True)
+class Locked:
+    receipt: Receipt
+
+    def to_dec_params(self) -> Receipt:
+        return self.receipt
+
+
+@dataclass(frozen=True)
+class PathInfo:
+    node_id: int
+    parent_id: int
+    path_start: int
+    path_end: int
+
+
+@dataclass(frozen=True)
+class Walk:
+    slot_indices: Values
+    prev_slot_indices: Values
+
+
+@dataclass
+class FakeTree:
+    """A TreeCore of page size 1: ``nodes`` maps a node to (parent, its tokens, its slots)."""
+
+    nodes: dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)
+    pinned: set[int] = field(default_factory=set)
+    """Slots the canary walk of unlocked nodes leaves out."""
+
+    def chain(self, node: int) -> list[int]:
+        path = []
+        while node != 0:
+            path.append(node)
+            node = self.nodes[node][0]
+        return path[::-1]
+
+    def collect_path_info(self, ends: list[int]) -> tuple[tuple[PathInfo, ...], ...]:
+        paths = []
+        for end in ends:
+            if end not in self.nodes:
+                raise KeyError(end)
+            start, infos = 0, []
+            for node in self.chain(end):
+                length = len(self.nodes[node][1])
+                infos.append(PathInfo(node, self.nodes[node][0], start, start + length))
+                start += length
+            paths.append(tuple(infos))
+        return tuple(paths)
+
+    def walk_for_kv_canary(self, unlocked_only: bool, swa_resident_only: bool) -> Walk:
+        slots, previous = Values(), Values()
+        for node, (parent, _tokens, own) in self.nodes.items():
+            before = self.nodes[parent][2][-1] if parent else -1
+            for slot in own:
+                if not (unlocked_only and slot in self.pinned):
+                    slots.append(slot)
+                    previous.append(before)
+                before = slot
+        return Walk(slots, previous)
+
+    def match_full_device_prefix(self, key: tuple[tuple[int, ...], dict[str, Any]]) -> tuple[int, int, int]:
+        tokens = key[0]
+        best, length = 0, 0
+        for node in self.nodes:
+            prefix = tuple(token for step in self.chain(node) for token in self.nodes[step][1])
+            if tokens[: len(prefix)] == prefix and len(prefix) > length:
+                best, length = node, len(prefix)
+        return (length, best, length)
+
+
+class RustUnifiedTreeCore(FakeTree):
+    """Named as SGLang's Rust core is, which the adapter checks it was given."""
+
+
+class UnifiedTreeCore(FakeTree):
+    """Named as SGLang's Python core is."""
+
+
+@dataclass
+class FakeCache:
+    tree_core: FakeTree
+    released: list[Receipt] = field(default_factory=list)
+    serials: int = 0
+    panic_on_release: BaseException | None = None
+    fail_on_release: bool = False
+
+    def root_node_handle(self) -> int:
+        return 0
+
+    def inc_lock_ref(self, node: int) -> Locked:
+        self.serials += 1
+        return Locked(Receipt(node, self.serials))
+
+    def dec_lock_ref(self, node: int, receipt: Receipt) -> None:
+        if self.panic_on_release is not None:
+            raise self.panic_on_release
+        if self.fail_on_release:
+            raise AssertionError(f"FULL segment release hit lock_ref=0 on node {node}")
+        self.released.append(receipt)
+
+    def path_device_indices(self, node: int) -> Values:
+        return Values(slot for step in self.tree_core.chain(node) for slot in self.tree_core.nodes[step][2])
+
+    def total_size(self) -> tuple[int, int]:
+        return (sum(len(own) for _, _, own in self.tree_core.nodes.values()), 0)
+
+
+class FakeComponents:
+    FULL = 0
+
+
+class FakeTorch:
+    int64 = "int64"
+
+    @staticmethod
+    def arange(size: int, dtype: str) -> list[int]:
+        return list(range(size))
+
+
+@dataclass
+class FakeSglang:
+    """The names ``UnifiedCache`` takes from ``loading.SglangUnified``."""
+
+    tree: FakeTree
+    built: FakeCache | None = None
+    ComponentType: type = FakeComponents
+    torch: type = FakeTorch
+
+    def CacheInitParams(self, **params: Any) -> dict[str, Any]:
+        return params
+
+    def UnifiedRadixCache(self, params: dict[str, Any]) -> FakeCache:
+        self.built = FakeCache(self.tree)
+        return self.built
+
+    def RadixKey(self, tokens: Any, **fields: Any) -> tuple[tuple[int, ...], dict[str, Any]]:
+        return (tuple(tokens), fields)
+
+    def rust_unavailable(self) -> None:
+        return None
+
+
+def unified_on(tree: FakeTree, core: str = "rust") -> tuple[UnifiedCache, FakeCache]:
+    fake = FakeSglang(tree)
+
+    class OnFake(UnifiedCache):
+        def load(self) -> Any:
+            return fake
+
+    cache = OnFake(1, "lru", core=core)  # type: ignore[arg-type]  # core is "rust" or "python" in every test
+    assert fake.built is not None
+    return cache, fake.built
+
+
+def three_nodes() -> RustUnifiedTreeCore:
+    """[5] (slot 0), below it [5 6 7] (slots 1, 2) and [5 8] (slot 3)."""
+    return RustUnifiedTreeCore({1: (0, (5,), (0,)), 2: (1, (6, 7), (1, 2)), 3: (1, (8,), (3,))})
+
+
+# Locks are receipts: each handed back once, newest first; R6's refusals never reach the core.
+
+
+def test_each_receipt_goes_back_once_newest_first_then_not_locked() -> None:
+    cache, sglang = unified_on(three_nodes())
+    cache.lock(cache.handle(2))
+    cache.lock(cache.handle(2))
+    cache.unlock(cache.handle(2))
+    cache.unlock(cache.handle(2))
+    assert [receipt.serial for receipt in sglang.released] == [2, 1]
+    with pytest.raises(NotLocked):
+        cache.unlock(cache.handle(2))
+    assert len(sglang.released) == 2  # the refused unlock reached no core
+
+
+def test_unlock_of_a_node_never_locked_is_not_locked_and_the_root_is_free() -> None:
+    cache, sglang = unified_on(three_nodes())
+    with pytest.raises(NotLocked):
+        cache.unlock(cache.handle(3))
+    cache.lock(cache.root)
+    cache.unlock(cache.root)
+    cache.unlock(cache.root)
+    assert sglang.released == [] and sglang.serials == 0
+    assert cache.root == UnifiedNode(cache.serial, 0)
+
+
+@pytest.mark.parametrize("handle", ["dropped", "foreign", 2, True, "2", None])
+def test_a_handle_the_core_does_not_resolve_or_of_another_cache_is_unknown(handle: Any) -> None:
+    cache, _ = unified_on(three_nodes())
+    other, _ = unified_on(three_nodes())
+    node = {"dropped": cache.handle(99), "foreign": other.handle(2)}.get(handle, handle)
+    with pytest.raises(UnknownNode):
+        cache.lock(node)
+    with pytest.raises(UnknownNode):
+        cache.unlock(node)
+
+
+# A panic of the Rust core is reported, never let through as a BaseException, and poisons the adapter.
+
+
+@pytest.mark.parametrize(
+    "panic",
+    [PanicException("receipt released twice"), RuntimeError("Rust TreeCore panicked: FULL segment release hit lock_ref=0 on node 1")],
+    ids=["pyo3-panic", "binding-runtime-error"],
+)
+def test_a_panic_becomes_rust_panic_and_every_later_call_is_refused(panic: BaseException) -> None:
+    cache, sglang = unified_on(three_nodes())
+    cache.lock(cache.handle(2))
+    sglang.panic_on_release = panic
+    with pytest.raises(RustPanic, match="panicked in dec_lock_ref"):
+        cache.unlock(cache.handle(2))
+    assert isinstance(RustPanic("x"), RuntimeError)
+    for call in (lambda: cache.lock(cache.handle(3)), lambda: cache.cached_blocks(), lambda: cache.snapshot(), lambda: cache.evict(1)):
+        with pytest.raises(RustPanic, match="poisoned"):
+            call()
+
+
+def test_an_ordinary_error_of_the_core_passes_through_unchanged_and_poisons_nothing() -> None:
+    cache, sglang = unified_on(three_nodes())
+    cache.lock(cache.handle(2))
+    sglang.fail_on_release = True
+    with pytest.raises(AssertionError, match="lock_ref=0"):  # what the Python core raises for a double release
+        cache.unlock(cache.handle(2))
+    assert cache.panicked is None
+    sglang.fail_on_release = False
+    cache.lock(cache.handle(3))
+    cache.unlock(cache.handle(3))
+
+
+# What the adapter says it offers, and which core it was given.
+
+
+def test_the_rust_core_reports_no_order_and_the_python_core_does() -> None:
+    rust, _ = unified_on(three_nodes(), "rust")
+    python, _ = unified_on(UnifiedTreeCore(dict(three_nodes().nodes)), "python")
+    assert rust.prefixspec_features == frozenset({"namespaces", "events", "unordered"})
+    assert python.prefixspec_features == frozenset({"namespaces", "events"})
+
+
+def test_a_core_other_than_the_one_asked_for_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match="UnifiedTreeCore where the rust TreeCore"):
+        unified_on(UnifiedTreeCore(dict(three_nodes().nodes)), "rust")
+    with pytest.raises(ValueError, match="core is one of"):
+        unified_on(three_nodes(), "cpp")
+
+
+# The Rust core's nodes rebuilt from its canary walk, its read-only match and its paths.
+
+
+def placed(cache: UnifiedCache) -> None:
+    cache.placed.update({0: (None, (5,)), 1: (None, (5, 6)), 2: (None, (5, 6, 7)), 3: (None, (5, 8))})
+
+
+def test_the_rust_nodes_are_rebuilt_with_their_own_blocks() -> None:
+    cache, _ = unified_on(three_nodes())
+    placed(cache)
+    views = {view.prefix: view for view in cache.snapshot().nodes}
+    assert views == {
+        (5,): NodeView((5,), (0,), 0, None),
+        (5, 6, 7): NodeView((5, 6, 7), (1, 2), 0, None),
+        (5, 8): NodeView((5, 8), (3,), 0, None),
+    }
+
+
+def test_own_locks_are_the_receipts_where_the_core_pins_and_one_where_it_pins_unasked() -> None:
+    tree = three_nodes()
+    cache, _ = unified_on(tree)
+    placed(cache)
+    cache.lock(cache.handle(2))
+    cache.lock(cache.handle(2))
+    tree.pinned = {0, 1, 2, 3}  # the path of node 2, and node 3 which no receipt pins
+    views = {view.prefix: view.locks for view in cache.snapshot().nodes}
+    assert views == {(5,): 0, (5, 6, 7): 2, (5, 8): 1}
+    tree.pinned = set()  # the core lost the locks: the adapter reports none
+    assert {view.prefix: view.locks for view in cache.snapshot().nodes} == {(5,): 0, (5, 6, 7): 0, (5, 8): 0}
+
+
+def test_a_slot_no_insert_left_is_an_error_not_a_guess() -> None:
+    cache, _ = unified_on(three_nodes())
+    cache.placed.update({2: (None, (5, 6, 7))})
+    with pytest.raises(RuntimeError, match="no insert left"):
+        cache.snapshot()
+
+
+def test_a_block_held_under_other_tokens_is_an_error() -> None:
+    cache, _ = unified_on(three_nodes())
+    placed(cache)
+    cache.placed[3] = (None, (5, 9))
+    with pytest.raises(RuntimeError, match="matches 1 of its 2 tokens"):
+        cache.snapshot()
+
+
+# make engines: a section crosses the process boundary of .venv-vllm as JSON.
+
+
+def test_a_section_round_trips_through_json_and_garbage_is_refused() -> None:
+    section = EngineSection("vLLM", (MatrixRow("vLLM 0.32.0 KVCacheManager", "-", "vllm", "PASSED", 1234, 5.5),), "prose")
+    assert section_from_json(section_to_json(section, ["a problem"])) == (section, ["a problem"])
+    for garbage in ("", "{}", '{"title": "x", "rows": [{"engine": 1}], "prose": ""}', "[1, 2]"):
+        with pytest.raises(ValueError):
+            section_from_json(garbage)
+
+
+# The real SGLang, where it is installed.
+
+requires_sglang = pytest.mark.skipif(load_unified() is None, reason="SGLang's UnifiedRadixCache is not importable here (make engines installs it into .venv-bench)")
+
+
+@requires_sglang
+@pytest.mark.parametrize("policy", ["lru", "fifo"])
+def test_the_real_cores_agree_side_by_side(policy: str) -> None:
+    from examples.sglang.cores import compare_cores
+
+    compared = compare_cores(policy, sequences=10, length=25)
+    assert compared.difference is None, "\n".join(compared.trace)
+    assert compared.calls == 250
+
+
+def test_the_page_renders_every_part_kept_and_names_the_sections_missing(tmp_path: Any) -> None:
+    from examples.engines import SECTIONS, render
+
+    parts = tmp_path / "sections"
+    parts.mkdir()
+    row = MatrixRow("SGLang 0.5.23 UnifiedRadixCache", "rust vs python `lru`", "cores side by side", "agree", 3000, 36.6)
+    (parts / "cores-all.json").write_text(section_to_json(EngineSection("cores", (row,), "side by side"), []), encoding="utf-8")
+    page = tmp_path / "engines.md"
+    render(parts, page, None)
+    text = page.read_text(encoding="utf-8")
+    assert "| SGLang 0.5.23 UnifiedRadixCache | rust vs python `lru` | `cores side by side` | agree | 3,000 | 36.6 |" in text
+    assert "All of it in 37 s." in text
+    for name in SECTIONS:
+        assert (f"`{name}`: no run has kept it yet" in text) == (name != "cores")
