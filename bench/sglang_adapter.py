@@ -1,6 +1,6 @@
 """SGLang's RadixCache behind the replay adapter.
 
-SGLang is imported as ``examples/sglang/loading.py`` says (without torchvision).
+SGLang is imported as ``bench/sglang_loading.py`` says (without torchvision).
 
 The adapter drives the cache as SGLang's scheduler does
 (``RadixCache.create_simulated(page_size=B)``, keys as ``array('q')`` in a
@@ -22,7 +22,7 @@ from array import array
 from typing import Any
 
 from bench.replay import Adapter, InsertRead, MatchRead
-from examples.sglang.loading import PLACEHOLDER_MODULES, FreedSlots, Sglang, load_sglang
+from bench.sglang_loading import PLACEHOLDER_MODULES, FreedSlots, Sglang, load_sglang
 
 __all__ = ["PLACEHOLDER_MODULES", "SglangAdapter", "load_sglang"]
 

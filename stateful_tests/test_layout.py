@@ -26,6 +26,7 @@ PACKAGES = ("spec", "impl", "prefixspec", "bench", "examples")
 
 LAYERS: dict[str, int] = {
     "prefixspec.errors": 0,
+    "prefixspec.exit_status": 0,
     "prefixspec.shipped": 0,
     "prefixspec.vocabulary": 0,
     "prefixspec.formats": 1,

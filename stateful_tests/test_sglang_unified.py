@@ -15,7 +15,7 @@ import pytest
 from spec.api import NodeView, NotLocked, UnknownNode
 from examples.engines import section_from_json, section_to_json
 from examples.matrix import EngineSection, MatrixRow
-from examples.sglang.loading import load_unified
+from bench.sglang_loading import load_unified
 from examples.sglang.unified import RustPanic, UnifiedCache, UnifiedNode
 
 

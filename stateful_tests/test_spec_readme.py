@@ -59,8 +59,11 @@ def source_words() -> set[str]:
 
 
 def implemented(name: str) -> bool:
-    """A name of the definition: ``SpecCache.x``, a bare method of SpecCache, a function of the model, ``arith.x``, ``spec.api.X``."""
+    """A name of the definition: ``SpecCache.x``, a bare method of SpecCache, a function of the model, ``arith.x``, ``spec.api.X``,
+    or a path of the repository."""
     name = name.removesuffix("()")
+    if "/" in name:  # a module of the checker that implements the rule's comparison
+        return (ROOT / name).exists()
     if name.startswith("spec.api."):
         return hasattr(spec.api, name.removeprefix("spec.api."))
     if name.startswith("arith."):

@@ -41,10 +41,11 @@ import operator
 from array import array
 from collections import deque
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from spec.api import (
     ID_LIMIT,
+    NAMESPACE_SHAPE,
     AllBlocksCleared,
     BlockId,
     BlockRemoved,
@@ -61,8 +62,10 @@ from spec.api import (
     PrefixStats,
     Snapshot,
     UnknownNode,
+    checked_block_size,
+    is_namespace,
 )
-from examples.sglang.loading import FreedSlots, Sglang, load_sglang
+from bench.sglang_loading import FreedSlots, Sglang, load_sglang
 
 POLICIES = ("lru", "lfu", "fifo", "mru", "filo")
 """SGLang's eviction strategies that need no argument of a call (``priority`` takes one at insert)."""
@@ -89,19 +92,10 @@ NamespaceField = Literal["extra_key", "cache_salt"]
 
 
 def _namespace(value: object) -> Namespace:
-    """R12: ``value`` as a namespace (None, an int that is no bool, a str, or a flat tuple of those), else InvalidArgument."""
-
-    def is_word(part: object) -> bool:
-        return (isinstance(part, int) and not isinstance(part, bool)) or isinstance(part, str)
-
-    if isinstance(value, tuple):
-        for part in value:
-            if part is not None and not is_word(part):
-                raise InvalidArgument(f"a namespace tuple holds None, ints and strs, got {type(part).__name__}")
-        return value
-    if value is None or is_word(value):
-        return value  # type: ignore[return-value]  # is_word narrowed it to int | str
-    raise InvalidArgument(f"a namespace is None, an int, a str or a tuple of those, got {type(value).__name__}")
+    """R12: ``value`` as a namespace (``spec.api.is_namespace``), else InvalidArgument."""
+    if not is_namespace(value):
+        raise InvalidArgument(f"{NAMESPACE_SHAPE}, got {type(value).__name__}")
+    return cast(Namespace, value)
 
 
 def _tagged(part: NamespacePart) -> list[Any]:
@@ -177,8 +171,7 @@ class SglangCache:
         dynamo_format: bool = False,
         policy_config: dict[str, Any] | None = None,
     ) -> None:
-        if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
-            raise InvalidArgument(f"block_size must be an int >= 1, got {block_size!r}")
+        block_size = checked_block_size(block_size)
         if namespace_field not in ("extra_key", "cache_salt"):
             raise ValueError(f"namespace_field is extra_key or cache_salt, got {namespace_field!r}")
         self.sg = self.load()

@@ -31,7 +31,7 @@ from pathlib import Path
 from spec.api import RULE_PRESETS, CacheFactory
 from examples.matrix import EngineSection, MatrixRow, render_page
 from examples.sglang import adapter
-from examples.sglang.loading import load_sglang
+from bench.sglang_loading import load_sglang
 from prefixspec.formats.trace import read_trace
 from prefixspec.running.identify import identify
 from prefixspec.running.report import CheckReport

@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from spec.api import BlockId, NodeId, NodeView, NotLocked, Snapshot, UnknownNode
 from examples.sglang.adapter import NamespaceField, SglangCache, namespace_of
-from examples.sglang.loading import SglangUnified, load_unified, unified_unavailable
+from bench.sglang_loading import SglangUnified, load_unified, unified_unavailable
 
 Core = Literal["rust", "python"]
 CORES: tuple[Core, ...] = ("rust", "python")

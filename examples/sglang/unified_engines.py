@@ -24,7 +24,7 @@ from examples.matrix import EngineSection, MatrixRow
 from examples.sglang import unified
 from examples.sglang.cores import compare_cores
 from examples.sglang.engines import calls_of, failed_rules, shortest_stage
-from examples.sglang.loading import load_unified, unified_unavailable
+from bench.sglang_loading import load_unified, unified_unavailable
 from prefixspec.running.report import CheckReport
 from prefixspec.running.stages import RunPlan, run_check
 
