@@ -236,7 +236,9 @@ class RadixCache:
         if fresh:
             path.append(tree.add_leaf(path[-1] if path else tree.root, buffer, fresh, self._clock, namespace))
             parent = (int(new_ids[len(held) - 1]) if self._keep else held[-1]) if held else None
-            self._events.append((parent, query, len(held) * block_size, n_blocks * block_size, fresh, namespace))
+            # A copy of the ids: under dup=keep the tree's own array of a node's blocks changes in place as copies
+            # take a place over, and a record is read only when the events are taken (found by takes spanning calls).
+            self._events.append((parent, query, len(held) * block_size, n_blocks * block_size, fresh[:], namespace))
         self._inserted_blocks += len(fresh) + len(copies)
         if self._release:
             tree.release_blocks((new_ids if self._keep else held + fresh).tolist())

@@ -73,7 +73,7 @@ def gone_soon(pid: int) -> bool:
 
 TRACE_FORMAT_ERRORS = [
     ("T1", b"prefixspec-trace 1\nblock_size 2\n# caf\xe9\nstats\n", ["line 3", "not UTF-8"]),
-    ("T2", b"prefixspec-trace 1\nblock_size 0\n", ["line 2", "at least 1"]),
+    ("T2", b"prefixspec-trace 1\nblock_size 0\n", ["line 2", "block_size must be >= 1"]),
     ("T3 superscript", "prefixspec-trace 1\nblock_size ²\n".encode(), ["line 2", "block_size"]),
     ("T3 5000 digits", b"prefixspec-trace 1\nblock_size " + b"9" * 5000 + b"\n", ["line 2", "block_size"]),
     ("T5", "prefixspec-trace 1\nblock_size 2\n# a \f b \r c \u2028 d\nfrob\n".encode(), ["line 4", "unknown call 'frob'"]),

@@ -111,7 +111,7 @@ def test_check_rules_option_writes_the_rules_into_the_report_and_the_trace(tmp_p
     out = tmp_path / "cx"
     assert main(["check", "impl.variants:strict", "--rules", "sglang", "--quiet", "--out", str(out)]) == 1
     report = capsys.readouterr().out
-    assert "rules sglang: use=path+split-tail, evict=lru, split=fresh" in report
+    assert "rules sglang: use=path+split-tail,evict=lru)" in report
     trace_text = (out / "golden_trace.trace").read_text(encoding="utf-8")
     assert "\nrules sglang\n" in trace_text
     assert "--rules sglang" in trace_text  # the header's reproduce line
@@ -139,7 +139,7 @@ def test_identify_command_names_the_preset(capsys: pytest.CaptureFixture[str], t
 def test_every_field_of_a_rule_set_has_a_key_and_old_texts_still_read() -> None:
     from spec.api import RULE_FIELDS
 
-    assert [field.key for field in RULE_FIELDS] == ["use", "evict", "unit", "dup"]
+    assert [field.key for field in RULE_FIELDS] == ["use", "evict", "unit", "dup", "split"]
     assert parse_rules("vllm") == Rules("release", "lru", "block", "keep") == parse_rules("use=release,unit=block,dup=keep")
     assert parse_rules("use=path+split-tail,evict=lfu").name == "sglang-lfu"
     assert Rules(unit="block").name == "use=path,evict=lru,unit=block"

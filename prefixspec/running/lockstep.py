@@ -167,8 +167,8 @@ def moved_pair(expected: Sequence[NodeView], got: Sequence[NodeView], pair: tupl
 
     view, other = sorted(pair, key=shared, reverse=True)
     return (
-        f"node {render_ints(view.prefix)} moved: it is at place {expected.index(view) + 1} of {len(expected)} "
-        f"in the spec's order, {got.index(view) + 1} in the cache's; it and node {render_ints(other.prefix)} lie on no one "
+        f"node {node_label(view)} moved: it is at place {expected.index(view) + 1} of {len(expected)} "
+        f"in the spec's order, {got.index(view) + 1} in the cache's; it and node {node_label(other)} lie on no one "
         "root path, so an eviction can tell which goes first"
     )
 
