@@ -72,8 +72,8 @@ def test_every_preset_passes_the_lockstep_machines_on_impl(preset: str, stage: s
     """The ci profile's call machine; a third of its engine examples (strict runs all twelve in test_machines)."""
     rules = RULE_PRESETS[preset]
     plan = replace(RunPlan.of_profile("ci"), rules=rules)
-    if stage == "engine machine":
-        plan = replace(plan, base=settings(plan.base, max_examples=4))
+    if stage == "engine machine":  # a third of the examples: which events they reach moves with the draws, agreement is the promise
+        plan = replace(plan, base=settings(plan.base, max_examples=4), require_coverage=False)
     result = run_stage(stage, functools.partial(RadixCache, rules=rules), plan)
     assert result.passed, result.failure
 
