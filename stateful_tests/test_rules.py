@@ -111,7 +111,7 @@ def test_check_rules_option_writes_the_rules_into_the_report_and_the_trace(tmp_p
     out = tmp_path / "cx"
     assert main(["check", "impl.variants:strict", "--rules", "sglang", "--quiet", "--out", str(out)]) == 1
     report = capsys.readouterr().out
-    assert "rules sglang: use=path+split-tail,evict=lru)" in report
+    assert "rules sglang: use=path+split-tail, evict=lru)" in report
     trace_text = (out / "golden_trace.trace").read_text(encoding="utf-8")
     assert "\nrules sglang\n" in trace_text
     assert "--rules sglang" in trace_text  # the header's reproduce line
