@@ -401,7 +401,10 @@ def test_an_unordered_cache_is_checked_by_what_evict_frees() -> None:
 
 # ------------------------------------------------------------------------ SGLang's own strategy
 
-SGLANG_SOURCE = Path(os.environ.get("PREFIXSPEC_SGLANG_SRC", "/work/src/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64/sglang"))
+SGLANG_SOURCE = Path(
+    os.environ.get("PREFIXSPEC_SGLANG_SRC", Path(__file__).resolve().parents[1] / ".venv-bench/lib/python3.11/site-packages/sglang")
+)
+"""SGLang's source: the one ``make bench``/``make engines`` install into ``.venv-bench``, or ``PREFIXSPEC_SGLANG_SRC``."""
 
 
 def sglang_strategies() -> ModuleType:
