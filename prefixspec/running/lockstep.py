@@ -104,6 +104,16 @@ def order_text(views: Sequence[NodeView]) -> str:
     return "[" + ", ".join(node_label(view) for view in views) + "]"
 
 
+def shared_prefix(prefix: Sequence[int], tokens: Sequence[int]) -> int:
+    """How many leading tokens ``prefix`` shares with ``tokens``: which node the last call moved, when several could have."""
+    length = 0
+    for ours, theirs in zip(prefix, tokens):
+        if ours != theirs:
+            break
+        length += 1
+    return length
+
+
 def moved_node(expected: Sequence[NodeView], got: Sequence[NodeView], tokens: Sequence[int] = ()) -> str:
     """For two orders of the same nodes: the one node whose move makes them differ, with both its places.
 
@@ -111,12 +121,7 @@ def moved_node(expected: Sequence[NodeView], got: Sequence[NodeView], tokens: Se
     longest prefix with the last call's ``tokens`` is named: the call moved it.
     """
     def shared(view: NodeView) -> int:
-        length = 0
-        for ours, theirs in zip(view.prefix, tokens):
-            if ours != theirs:
-                break
-            length += 1
-        return length
+        return shared_prefix(view.prefix, tokens)
 
     candidates = [
         view for view in expected if [other for other in expected if other != view] == [other for other in got if other != view]
@@ -158,12 +163,7 @@ def moved_pair(expected: Sequence[NodeView], got: Sequence[NodeView], pair: tupl
     """Two nodes off one root path ranked the other way: the one the last call moved (the one sharing the longer
     prefix with its ``tokens``), with both its places, and the other."""
     def shared(view: NodeView) -> int:
-        length = 0
-        for ours, theirs in zip(view.prefix, tokens):
-            if ours != theirs:
-                break
-            length += 1
-        return length
+        return shared_prefix(view.prefix, tokens)
 
     view, other = sorted(pair, key=shared, reverse=True)
     return (
