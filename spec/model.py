@@ -15,7 +15,11 @@ The state is flat, so that each rule reads as a plain statement about it:
 - under ``use=release``, ``_released``: when each cached block was last released (R7);
 - the clock and the five counters (R7, R9);
 - ``_rules``: the variant of each rule in force (``spec.api.Rules``; R7, R8);
-- ``_events``: the events published since the last ``take_events`` (R13).
+- ``_events``: the events published since the last ``take_events`` (R13);
+- what the snapshot needs, kept as calls change it (R11): ``_reshaped`` / ``_restamped`` (the prefixes
+  whose node a call changed in shape, or in locks and order), ``_restamped_blocks`` (under ``use=release``,
+  the blocks a call released or uncached), and the node views and digest terms refreshed from them.  The
+  rules above only mark what they change; ``snapshot()`` is still built from scratch beside the kept one.
 
 There is no tree of nodes: a node's blocks, its parent, whether it is a leaf
 and whether it is pinned are all computed from these dicts when asked, by
@@ -32,8 +36,8 @@ from __future__ import annotations
 
 import heapq
 import operator
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import SupportsIndex, cast
 
@@ -56,8 +60,12 @@ from spec.api import (
     Rules,
     Snapshot,
     UnknownNode,
+    block_digest_term,
     checked_block_size,
     is_namespace,
+    node_digest_term,
+    node_shape_hash,
+    snapshot_digest_of,
 )
 
 Tokens = tuple[int, ...]
@@ -163,6 +171,15 @@ class SpecCache:
         self._inserted_blocks = 0
         self._evicted_blocks = 0
         self._events: list[KVEvent] = []
+        self._reshaped: set[Prefix] = set()
+        self._restamped: set[Prefix] = set()
+        self._restamped_blocks: set[BlockId] = set()
+        self._views: dict[Prefix, NodeView] = {}
+        self._shapes: dict[Prefix, int] = {}
+        self._node_terms: dict[Prefix, int] = {}
+        self._node_sum = 0
+        self._block_terms: dict[BlockId, int] = {}
+        self._block_sum = 0
 
     def block_size(self) -> int:
         """R1: B, the tokens of one block."""
@@ -227,6 +244,7 @@ class SpecCache:
         self._extensions[prefix] = set()
         self._extensions.setdefault(self.one_block_shorter(prefix), set()).add(prefix)
         self._namespaces.add(prefix[0])
+        # Not marked for R11: a block is cached only by an insert, whose new node (R4) ends below it and is marked.
 
     def drop_block(self, prefix: Prefix) -> None:
         """R2: forget the block of ``prefix``, which no cached prefix extends."""
@@ -234,6 +252,8 @@ class SpecCache:
         del self._cached_at[block]
         del self._extensions[prefix]
         self._extensions[self.one_block_shorter(prefix)].discard(prefix)
+        self._reshaped.add(prefix)
+        self._restamped_blocks.add(block)
 
     def longest_cached_prefix(self, tokens: Prefix) -> Prefix:
         """R2: the longest whole-block prefix of ``tokens`` that is cached.
@@ -307,8 +327,10 @@ class SpecCache:
             self._created[prefix] = (self._clock, self._created_by_this_call[prefix])
         self._last_use[prefix] = (self._clock, 0)
         self._hits[prefix] = 0 if lower is None else self._hits[lower]
+        self._reshaped.add(prefix)
         if lower is not None:
             self._split_by_this_call = lower
+            self._reshaped.add(lower)  # it now holds only the blocks below the new node
         return node
 
     def parent_end(self, prefix: Prefix) -> int:
@@ -387,6 +409,7 @@ class SpecCache:
         duplicates: list[BlockId] = []
         stored_at: list[int] = []
         held: list[BlockId] = []
+        copied = False
         for index, (prefix, block) in enumerate(zip(positions, given)):
             cached = self._block_at.get(prefix)
             if cached is None:
@@ -398,6 +421,7 @@ class SpecCache:
                 # Variant dup=keep (vLLM): the block is cached too, one more copy of this position's block.
                 self._copies.setdefault(prefix, []).append(block)
                 self._cached_at[block] = prefix
+                copied = True
                 stored_at.append(index)
             else:
                 duplicates.append(block)
@@ -405,6 +429,10 @@ class SpecCache:
         self._inserted_blocks += len(stored_at)
         self.publish_stored(space, prompt, held, stored_at)
         node = self.split_at(inserted)
+        if copied:  # R11: a copy changes the view of the node it lies in, one of the nodes of the inserted path
+            for prefix in self.whole_block_prefixes(inserted):
+                if prefix in self._node_at:
+                    self._reshaped.add(prefix)
         if self._rules.use == "release":
             self.release(list(zip(positions, held)))
         else:
@@ -425,6 +453,7 @@ class SpecCache:
             return
         prefix = self.prefix_of_node(node)
         self._own_locks[prefix] = self._own_locks.get(prefix, 0) + 1
+        self._restamped.add(prefix)
 
     def unlock(self, node: NodeId) -> None:
         """R6: one lock fewer on ``node``; NotLocked when it holds none of its own."""
@@ -434,6 +463,7 @@ class SpecCache:
         if prefix not in self._own_locks:
             raise NotLocked(f"node {node!r} holds no lock")
         self._own_locks[prefix] -= 1
+        self._restamped.add(prefix)
         if self._own_locks[prefix] == 0:
             del self._own_locks[prefix]
         if self._rules.use == "release":
@@ -472,10 +502,12 @@ class SpecCache:
             if node_prefix in self._node_at:
                 rank = self._created_by_this_call.get(node_prefix, 0) if split_tail else 0
                 self._last_use[node_prefix] = (self._clock, rank)
+                self._restamped.add(node_prefix)
                 if hit:
                     self._hits[node_prefix] += 1
         if split_tail and self._split_by_this_call is not None:
             self._last_use[self._split_by_this_call] = (self._clock, 0)
+            self._restamped.add(self._split_by_this_call)
 
     def release(self, held: list[tuple[Prefix, BlockId]]) -> None:
         """R7, variant ``use=release`` (vLLM): the call lets go of ``held`` (a path's blocks in token order);
@@ -494,6 +526,7 @@ class SpecCache:
                 continue
             self._released_by_this_call += 1
             self._released[block] = (self._clock, self._released_by_this_call)
+            self._restamped_blocks.add(block)
 
     # R8: eviction ----------------------------------------------------------------------
 
@@ -624,6 +657,8 @@ class SpecCache:
             return
         del self._cached_at[block]
         del self._released[block]
+        self._reshaped.add(prefix)
+        self._restamped_blocks.add(block)
         if self._block_at[prefix] == block:
             self._block_at[prefix] = copies.pop(0)
         else:
@@ -645,6 +680,7 @@ class SpecCache:
             return None
         self._node_at[shorter] = node
         self._prefix_of[node] = shorter
+        self._reshaped.add(shorter)
         self._last_use[shorter], self._hits[shorter], self._created[shorter] = last_use, hits, created
         return shorter
 
@@ -705,25 +741,117 @@ class SpecCache:
         """R11: every node, in eviction order (R8's key), then prefix length.
 
         Under ``use=release`` the order is the blocks' own: the nodes come by namespace and prefix, and
-        ``released`` lists the unpinned blocks in the order ``evict`` frees them (R7, R8).
+        ``released`` lists the unpinned blocks in the order ``evict`` frees them (R7, R8).  Built from
+        scratch, the definition that ``kept_snapshot`` is held to.
         """
+        return self.snapshot_of(self.node_views())
+
+    def snapshot_of(self, views: Iterable[NodeView]) -> Snapshot:
+        """R11: the snapshot whose nodes are ``views`` (every node's), put in the order ``snapshot`` states."""
         if self._rules.use == "release":
-            views = sorted(self.node_views(), key=lambda view: (repr(view.namespace), view.prefix))
+            ordered = sorted(views, key=lambda view: (repr(view.namespace), view.prefix))
             pinned = self.pinned_prefixes()
             waiting: list[tuple[Stamp, BlockId]] = []
             for block, prefix in self._cached_at.items():
                 if not (prefix in pinned and self._block_at[prefix] == block):
                     waiting.append((self._released[block], block))
             waiting.sort()
-            return Snapshot(self._block_size, tuple(views), self.stats(), tuple(block for _stamp, block in waiting))
+            return Snapshot(self._block_size, tuple(ordered), self.stats(), tuple(block for _stamp, block in waiting))
         order: list[tuple[tuple[int, ...], int, NodeView]] = []
-        for view in self.node_views():
+        for view in views:
             order.append((self.eviction_key((view.namespace, view.prefix)), len(view.prefix), view))
         order.sort(key=lambda entry: (entry[0], entry[1]))
         nodes: list[NodeView] = []
         for _key, _length, view in order:
             nodes.append(view)
         return Snapshot(self._block_size, tuple(nodes), self.stats())
+
+    def order_key(self, prefix: Prefix) -> tuple[int, ...]:
+        """R11: what puts the node at ``prefix`` in its place in the snapshot: R8's key, none under ``use=release``."""
+        return () if self._rules.use == "release" else self.eviction_key(prefix)
+
+    def own_view(self, prefix: Prefix) -> NodeView:
+        """R4, R11: the view of the node at ``prefix`` alone, its blocks read up from its end to the node above it."""
+        blocks: list[BlockId] = []
+        copies: list[tuple[BlockId, ...]] = []
+        at = prefix
+        while True:
+            blocks.append(self._block_at[at])
+            copies.append(tuple(self.copies_at(at)))
+            at = self.one_block_shorter(at)
+            if not at[1] or at in self._node_at:
+                break
+        blocks.reverse()
+        copies.reverse()
+        shown = tuple(copies) if any(copies) else ()  # R5 dup=keep: a node without copies shows none
+        return NodeView(prefix[1], tuple(blocks), self._own_locks.get(prefix, 0), prefix[0], shown)
+
+    def refresh_kept(self) -> None:
+        """R11: bring the kept views and digest terms up to date with the prefixes the calls since the last refresh
+        marked: a node marked in its shape gets its view again, one marked in its locks or order its term."""
+        reshaped, restamped, blocks = self._reshaped, self._restamped, self._restamped_blocks
+        self._reshaped, self._restamped, self._restamped_blocks = set(), set(), set()
+        renewed: set[Prefix] = set()
+        for prefix in reshaped | restamped:
+            if prefix in self._views and prefix not in self._node_at:
+                self.forget_view(prefix)  # the node is gone, or now ends elsewhere
+            if prefix in self._block_at:
+                node = prefix if prefix in self._node_at else self.node_below(prefix)
+                if node is not None:
+                    if prefix in reshaped or node not in self._views:
+                        renewed.add(node)
+                    restamped.add(node)
+        for node in renewed:
+            self.forget_view(node)
+            view = self.own_view(node)
+            self._views[node] = view
+            self._shapes[node] = node_shape_hash(view.namespace, view.prefix, view.blocks, view.copies)
+        for node in restamped:
+            if node not in self._node_at:
+                continue
+            view = self._views[node]
+            locks = self._own_locks.get(node, 0)
+            if view.locks != locks:
+                view = self._views[node] = replace(view, locks=locks)
+            self._node_sum -= self._node_terms.get(node, 0)
+            self._node_terms[node] = node_digest_term(self._shapes[node], locks, self.order_key(node))
+            self._node_sum += self._node_terms[node]
+        if self._rules.use != "release":
+            return
+        for block in blocks:
+            self._block_sum -= self._block_terms.pop(block, 0)
+            if block in self._cached_at:
+                self._block_terms[block] = block_digest_term(block, self._released[block])
+                self._block_sum += self._block_terms[block]
+
+    def forget_view(self, prefix: Prefix) -> None:
+        """R11: drop the kept view and digest term of ``prefix``, if any."""
+        self._views.pop(prefix, None)
+        self._shapes.pop(prefix, None)
+        self._node_sum -= self._node_terms.pop(prefix, 0)
+
+    def kept_snapshot(self) -> Snapshot:
+        """R11: ``snapshot()``, from the views kept as calls change the nodes: it costs the nodes, not their prefixes."""
+        self.refresh_kept()
+        return self.snapshot_of(self._views.values())
+
+    def snapshot_digest(self) -> int:
+        """R11: ``spec.api.snapshot_digest_of`` the state, from the terms kept as calls change it: it costs what the
+        calls since the last digest changed, not the cache's size."""
+        self.refresh_kept()
+        return snapshot_digest_of(self._block_size, self.stats(), self._node_sum, self._block_sum)
+
+    def digest_from_scratch(self) -> int:
+        """R11: the digest of ``snapshot_digest``, from every node's view and every block's release made anew."""
+        node_terms = 0
+        for view in self.node_views():
+            shape = node_shape_hash(view.namespace, view.prefix, view.blocks, view.copies)
+            node_terms += node_digest_term(shape, view.locks, self.order_key((view.namespace, view.prefix)))
+        block_terms = 0
+        if self._rules.use == "release":
+            for block in self._cached_at:
+                block_terms += block_digest_term(block, self._released[block])
+        return snapshot_digest_of(self._block_size, self.stats(), node_terms, block_terms)
 
     # R12: namespaces ----------------------------------------------------------------------
     # Every rule above reads "prefix" as (namespace, tokens): the state's keys hold the namespace, so a prefix
