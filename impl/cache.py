@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from typing import cast
 
 from impl.blocks import cached_tokens, full_blocks, hit_rate, usable_prefix
+from impl.digest import DigestKeeper
 from impl.radix import TOKEN_TYPECODE, Key, RadixTree, eviction_key
 from spec.api import (
+    DIGEST_FEATURE,
     NAMESPACE_SHAPE,
     BlockId,
     BlockRemoved,
@@ -84,8 +86,12 @@ class RadixCache:
 
     A NodeId is checked on every use to be a live node of this very cache, so
     an evicted node, another cache's node or any other value is an UnknownNode.
-    It publishes its KV events (R13): take them with ``take_events``, or they pile up.
+    It publishes its KV events (R13): take them with ``take_events``, or they pile up.  It keeps the digest of
+    its snapshot (``snapshot_digest``, R11) and says so in ``prefixspec_features``.
     """
+
+    prefixspec_features = frozenset({"events", "namespaces", DIGEST_FEATURE})
+    """What a checker may use (``prefixspec.vocabulary.features_of``): its events, its namespaces, its digest."""
 
     def __init__(self, block_size: int, rules: Rules = Rules()) -> None:
         """An empty cache of ``block_size`` tokens a block (R1), following the variants ``rules`` of R7 and R8.
@@ -103,6 +109,7 @@ class RadixCache:
         self._keep = rules.dup == "keep"
         self._cut = rules.unit == "block"
         self._tree = RadixTree(size, rules)
+        self._digest = DigestKeeper(self._tree, rules)
         self._clock = 0
         self._lookups = 0
         self._query_tokens = 0
@@ -188,6 +195,7 @@ class RadixCache:
             raise InvalidArgument(f"{len(query)} tokens need exactly {n_blocks} blocks, got {len(new_ids)}")
         tree = self._tree
         if n_blocks == 0:
+            self._clock += 1  # a call, as the spec's clock counts them (its digest's stamps, R11)
             return Inserted(tree.root, [])
         buffer = query.tobytes()
         path, partial, matched = tree.descend(buffer, n_blocks * block_size, namespace)
@@ -241,7 +249,7 @@ class RadixCache:
             self._events.append((parent, query, len(held) * block_size, n_blocks * block_size, fresh[:], namespace))
         self._inserted_blocks += len(fresh) + len(copies)
         if self._release:
-            tree.release_blocks((new_ids if self._keep else held + fresh).tolist())
+            tree.release_blocks((new_ids if self._keep else held + fresh).tolist(), self._clock)
         else:
             tree.touch(path, self._clock, hit=True, split_tail=partial if self._split_tails else None, ranked=self._split_tails)
         return Inserted(path[-1], duplicates)
@@ -279,7 +287,9 @@ class RadixCache:
             raise UnknownNode(f"{reprlib.repr(node)} is not a live node of this cache")
         if node.locks == 0:
             raise NotLocked(f"{node!r} holds no lock of its own")
-        tree.remove_lock(node)
+        if self._release:
+            self._clock += 1  # variant use=release: an unlock releases blocks, stamped by its call (R7)
+        tree.remove_lock(node, self._clock)
 
     # -------------------------------------------------------------- eviction
 
@@ -399,6 +409,14 @@ class RadixCache:
             return Snapshot(self._block_size, tuple(views), self.stats(), tuple(tree.released))
         ordered.sort(key=lambda entry: (entry[0], entry[1]))
         return Snapshot(self._block_size, tuple(view for _, _, view in ordered), self.stats())
+
+    def snapshot_digest(self) -> int:
+        """``spec.api.snapshot_digest_of`` the cache's state (R11), kept as calls change it.
+
+        Runtime complexity: O(1) plus, for each node changed since the last digest, O(depth + prefix) if its
+        shape changed, else O(1).
+        """
+        return self._digest.digest(self._block_size, self.stats())
 
     def check_invariants(self) -> None:
         """Assert the tree's invariants and those tying the counters to it.

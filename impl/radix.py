@@ -26,7 +26,7 @@ from typing import TypeGuard
 
 from impl.blocks import block_span, segment_blocks
 from impl.ids import HeldIds
-from spec.api import Namespace, Rules
+from spec.api import Namespace, Rules, block_digest_term
 
 TOKEN_TYPECODE = "I"
 """The array typecode of tokens and block ids: unsigned, 4 bytes, so converting
@@ -211,6 +211,15 @@ class RadixTree:
         # Variant dup=keep (R5): the further copies of a position, keyed by the block a match returns there.
         self.copies: dict[int, list[int]] = {}
         self.copy_of: dict[int, int] = {}
+        # What the snapshot digest needs (R11, ``impl.digest``): the nodes changed in shape, or in locks and order,
+        # since the digest was last brought up to date; under use=release, every cached block's last release as
+        # (the call's clock, its order among the call's releases), and the sum of their digest terms.
+        self.reshaped: set[Node] = set()
+        self.restamped: set[Node] = set()
+        self.release_stamps: dict[int, tuple[int, int]] = {}
+        self.block_terms = 0
+        self._stamp_clock = -1
+        self._stamp_rank = 0
 
     # ------------------------------------------------------------------ lookup
 
@@ -327,6 +336,8 @@ class RadixTree:
         upper.children[node.key] = node
         if self.released is not None:
             self.node_of.update(dict.fromkeys(upper.blocks.tolist(), upper))
+        self.reshaped.add(node)
+        self.reshaped.add(upper)
         return upper
 
     def add_leaf(self, parent: Node, query: bytes, blocks: array[int], last_use: int, namespace: Namespace = None) -> Node:
@@ -354,6 +365,7 @@ class RadixTree:
         self._enqueue(leaf)
         if self.released is not None:
             self.node_of.update(dict.fromkeys(blocks.tolist(), leaf))
+        self.reshaped.add(leaf)
         return leaf
 
     def evict_first_leaf(self) -> list[int] | None:
@@ -381,6 +393,7 @@ class RadixTree:
         parent = leaf.parent
         del parent.children[leaf.key]
         leaf.owner = None
+        self.reshaped.add(leaf)
         blocks = leaf.blocks.tolist()  # the ints, made once, serve the release and the caller
         self.cached_blocks -= len(blocks)
         self.evictable_blocks -= len(blocks)
@@ -428,9 +441,11 @@ class RadixTree:
         self.cached_blocks -= count
         self.evictable_blocks -= count
         self.held_ids.release(ids)
+        self.reshaped.add(leaf)
         if self.released is not None:
             for block in ids:
                 del self.node_of[block]
+                self.forget_stamp(block)
         return ids
 
     def remove_leaf(self, leaf: Node) -> list[int]:
@@ -442,6 +457,7 @@ class RadixTree:
         parent = leaf.parent
         del parent.children[leaf.key]
         leaf.owner = None
+        self.reshaped.add(leaf)
         blocks = leaf.blocks.tolist()
         self.cached_blocks -= len(blocks)
         self.evictable_blocks -= len(blocks)
@@ -449,6 +465,7 @@ class RadixTree:
         if self.released is not None:
             for block in blocks:
                 del self.node_of[block]
+                self.forget_stamp(block)
         if parent is not self.root and not parent.children and parent.pins == 0:
             self._enqueue(parent)
         return blocks
@@ -467,6 +484,8 @@ class RadixTree:
         block, _ = released.popitem(last=False)
         primary = self.copy_of.pop(block, None)
         if primary is not None:
+            self.reshaped.add(self.node_of[primary])
+            self.forget_stamp(block)
             others = self.copies[primary]
             others.remove(block)
             if not others:
@@ -486,6 +505,8 @@ class RadixTree:
             node.blocks[node.blocks.index(block)] = successor
             del self.node_of[block]
             self.node_of[successor] = node
+            self.reshaped.add(node)
+            self.forget_stamp(block)
             self.cached_blocks -= 1
             self.evictable_blocks -= 1
             self.held_ids.release([block])
@@ -498,9 +519,9 @@ class RadixTree:
         self._compact_if_stale()
         return block
 
-    def release_blocks(self, blocks: list[int]) -> None:
-        """R7 under use=release: the call lets go of ``blocks`` (a path, token order); each that no lock pins
-        goes to the back of the released order, tail first.
+    def release_blocks(self, blocks: list[int], clock: int) -> None:
+        """R7 under use=release: the call at ``clock`` lets go of ``blocks`` (a path, token order); each that no
+        lock pins goes to the back of the released order, tail first.
 
         Runtime complexity: O(len(blocks)) Python steps, one per block.
         """
@@ -513,6 +534,23 @@ class RadixTree:
                 continue
             released.pop(block, None)
             released[block] = None
+            self.stamp_release(block, clock)
+
+    def stamp_release(self, block: int, clock: int) -> None:
+        """R7 under use=release: ``block`` was released by the call at ``clock``, after the call's earlier releases
+        (the stamp and digest term ``impl.digest`` reads).  Runtime complexity: O(1)."""
+        if clock != self._stamp_clock:
+            self._stamp_clock, self._stamp_rank = clock, 0
+        self._stamp_rank += 1
+        self.forget_stamp(block)
+        stamp = self.release_stamps[block] = (clock, self._stamp_rank)
+        self.block_terms += block_digest_term(block, stamp)
+
+    def forget_stamp(self, block: int) -> None:
+        """``block``'s release stamp and digest term are gone (it is uncached, or released anew).  Runtime complexity: O(1)."""
+        stamp = self.release_stamps.pop(block, None)
+        if stamp is not None:
+            self.block_terms -= block_digest_term(block, stamp)
 
     def add_copy(self, primary: int, block: int) -> None:
         """R5 under dup=keep: ``block`` (claimed in ``held_ids``) is cached as one more copy of ``primary``'s position.
@@ -523,6 +561,7 @@ class RadixTree:
         self.copy_of[block] = primary
         self.cached_blocks += 1
         self.evictable_blocks += 1
+        self.reshaped.add(self.node_of[primary])  # dup=keep comes with use=release, which keeps node_of
 
     # ------------------------------------------------------------ locks, use
 
@@ -532,6 +571,7 @@ class RadixTree:
         Runtime complexity: O(depth of node) Python steps.
         """
         node.locks += 1
+        self.restamped.add(node)
         root = self.root
         walker = node
         while walker is not root:
@@ -544,15 +584,16 @@ class RadixTree:
                         del self.released[block]
             walker = walker.parent
 
-    def remove_lock(self, node: Node) -> None:
-        """Remove one own lock from the non-root ``node`` (which holds one).
+    def remove_lock(self, node: Node, clock: int = 0) -> None:
+        """Remove one own lock from the non-root ``node`` (which holds one), by the call at ``clock``.
 
         Nodes left with no lock in their subtree become evictable again; a leaf
-        among them joins the LRU queue at its own last use.
+        among them joins the LRU queue at its own last use; under use=release their blocks are released.
 
         Runtime complexity: O(depth of node) Python steps.
         """
         node.locks -= 1
+        self.restamped.add(node)
         root = self.root
         walker = node
         while walker is not root:
@@ -564,6 +605,7 @@ class RadixTree:
                 if self.released is not None:  # R7 use=release: deeper nodes first, each tail first
                     for block in reversed(walker.blocks.tolist()):
                         self.released[block] = None
+                        self.stamp_release(block, clock)
             walker = walker.parent
 
     def touch(self, path: list[Node], clock: int, *, hit: bool = False, split_tail: Node | None = None, ranked: bool = False) -> None:
@@ -592,6 +634,8 @@ class RadixTree:
         if split_tail is not None:
             split_tail.last_use = clock
             split_tail.use_rank = 0
+            self.restamped.add(split_tail)
+        self.restamped.update(path)
         for node, before in watched:
             if key(node) != before:
                 self._enqueue(node)
