@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import heapq
 import operator
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import SupportsIndex, cast
@@ -118,6 +118,11 @@ def as_ids(values: object, what: str) -> tuple[int, ...]:
     """R1: a sequence of ids as a tuple of ints, or InvalidArgument."""
     if not isinstance(values, Sequence) or isinstance(values, str):
         raise InvalidArgument(f"{what} must be a sequence of ints, got {type(values).__name__}")
+    if type(values) in (tuple, list) and all(type(value) is int for value in values):
+        # The common case, read in C: plain ints, each in range when the least and the greatest are.
+        ints = tuple(cast(Sequence[int], values))
+        if not ints or (min(ints) >= 0 and max(ints) < ID_LIMIT):
+            return ints
     checked: list[int] = []
     for value in values:
         checked.append(as_id(value, what[:-1] if what.endswith("s") else what))
@@ -176,6 +181,7 @@ class SpecCache:
         self._restamped_blocks: set[BlockId] = set()
         self._views: dict[Prefix, NodeView] = {}
         self._shapes: dict[Prefix, int] = {}
+        self._keys: dict[Prefix, tuple[int, ...]] = {}
         self._node_terms: dict[Prefix, int] = {}
         self._node_sum = 0
         self._block_terms: dict[BlockId, int] = {}
@@ -746,8 +752,10 @@ class SpecCache:
         """
         return self.snapshot_of(self.node_views())
 
-    def snapshot_of(self, views: Iterable[NodeView]) -> Snapshot:
-        """R11: the snapshot whose nodes are ``views`` (every node's), put in the order ``snapshot`` states."""
+    def snapshot_of(self, views: Iterable[NodeView], key: Callable[[Prefix], tuple[int, ...]] | None = None) -> Snapshot:
+        """R11: the snapshot whose nodes are ``views`` (every node's), put in the order ``snapshot`` states; ``key``
+        gives each node's R8 key (by default ``eviction_key``; the kept ones, for the kept views)."""
+        key = self.eviction_key if key is None else key
         if self._rules.use == "release":
             ordered = sorted(views, key=lambda view: (repr(view.namespace), view.prefix))
             pinned = self.pinned_prefixes()
@@ -759,7 +767,7 @@ class SpecCache:
             return Snapshot(self._block_size, tuple(ordered), self.stats(), tuple(block for _stamp, block in waiting))
         order: list[tuple[tuple[int, ...], int, NodeView]] = []
         for view in views:
-            order.append((self.eviction_key((view.namespace, view.prefix)), len(view.prefix), view))
+            order.append((key((view.namespace, view.prefix)), len(view.prefix), view))
         order.sort(key=lambda entry: (entry[0], entry[1]))
         nodes: list[NodeView] = []
         for _key, _length, view in order:
@@ -814,7 +822,8 @@ class SpecCache:
             if view.locks != locks:
                 view = self._views[node] = replace(view, locks=locks)
             self._node_sum -= self._node_terms.get(node, 0)
-            self._node_terms[node] = node_digest_term(self._shapes[node], locks, self.order_key(node))
+            self._keys[node] = self.order_key(node)
+            self._node_terms[node] = node_digest_term(self._shapes[node], locks, self._keys[node])
             self._node_sum += self._node_terms[node]
         if self._rules.use != "release":
             return
@@ -828,12 +837,13 @@ class SpecCache:
         """R11: drop the kept view and digest term of ``prefix``, if any."""
         self._views.pop(prefix, None)
         self._shapes.pop(prefix, None)
+        self._keys.pop(prefix, None)
         self._node_sum -= self._node_terms.pop(prefix, 0)
 
     def kept_snapshot(self) -> Snapshot:
         """R11: ``snapshot()``, from the views kept as calls change the nodes: it costs the nodes, not their prefixes."""
         self.refresh_kept()
-        return self.snapshot_of(self._views.values())
+        return self.snapshot_of(self._views.values(), self._keys.__getitem__)
 
     def snapshot_digest(self) -> int:
         """R11: ``spec.api.snapshot_digest_of`` the state, from the terms kept as calls change it: it costs what the
