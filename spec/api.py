@@ -506,9 +506,13 @@ DIGEST_BITS = 64
 _DIGEST_MASK = (1 << DIGEST_BITS) - 1
 
 
-def zigzag(values: Sequence[int]) -> tuple[int, ...]:
-    """Every int as a distinct non-negative int (0, -1, 1, -2... as 0, 1, 2, 3...): Python hashes -1 and -2 alike."""
-    return tuple(2 * value if value >= 0 else -2 * value - 1 for value in values)
+def hashable_key(values: Sequence[int]) -> tuple[int | None, ...]:
+    """An order key as a tuple whose hash tells every two keys apart as well as a tuple's can: Python hashes -1 and
+    -2 alike, so a key with a negative int is written ``(None, *zigzag)``, every int as a distinct non-negative one
+    (0, -1, 1, -2... as 0, 1, 2, 3...); a key without one stays as it is (no None: the two forms never meet)."""
+    if min(values, default=0) >= 0:
+        return tuple(values)
+    return (None, *(2 * value if value >= 0 else -2 * value - 1 for value in values))
 
 
 def node_shape_hash(namespace: Namespace, prefix: tuple[int, ...], blocks: tuple[BlockId, ...], copies: tuple[tuple[BlockId, ...], ...]) -> int:
@@ -521,7 +525,7 @@ def node_digest_term(shape: int, locks: int, order_key: Sequence[int]) -> int:
     """One node's share of a digest: its shape, its own locks (R6) and its place in the order, as the key its
     cache orders its snapshot by (R8's ``eviction_key``, ``(last use, rank)`` under lru; ``()`` under
     ``use=release``, whose order is the blocks')."""
-    return hash((shape, locks, zigzag(order_key))) & _DIGEST_MASK
+    return hash((shape, locks, hashable_key(order_key))) & _DIGEST_MASK
 
 
 def block_digest_term(block: BlockId, released: tuple[int, int]) -> int:

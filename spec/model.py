@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import heapq
 import operator
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
 from types import MappingProxyType
 from typing import SupportsIndex, cast
 
@@ -181,7 +182,7 @@ class SpecCache:
         self._restamped_blocks: set[BlockId] = set()
         self._views: dict[Prefix, NodeView] = {}
         self._shapes: dict[Prefix, int] = {}
-        self._keys: dict[Prefix, tuple[int, ...]] = {}
+        self._entries: dict[Prefix, tuple[tuple[int, ...], int, NodeView]] = {}
         self._node_terms: dict[Prefix, int] = {}
         self._node_sum = 0
         self._block_terms: dict[BlockId, int] = {}
@@ -750,14 +751,15 @@ class SpecCache:
         ``released`` lists the unpinned blocks in the order ``evict`` frees them (R7, R8).  Built from
         scratch, the definition that ``kept_snapshot`` is held to.
         """
-        return self.snapshot_of(self.node_views())
+        entries: list[tuple[tuple[int, ...], int, NodeView]] = []
+        for view in self.node_views():
+            entries.append((self.order_key((view.namespace, view.prefix)), len(view.prefix), view))
+        return self.snapshot_of(entries)
 
-    def snapshot_of(self, views: Iterable[NodeView], key: Callable[[Prefix], tuple[int, ...]] | None = None) -> Snapshot:
-        """R11: the snapshot whose nodes are ``views`` (every node's), put in the order ``snapshot`` states; ``key``
-        gives each node's R8 key (by default ``eviction_key``; the kept ones, for the kept views)."""
-        key = self.eviction_key if key is None else key
+    def snapshot_of(self, entries: Iterable[tuple[tuple[int, ...], int, NodeView]]) -> Snapshot:
+        """R11: the snapshot of every node's (order key, prefix length, view), put in the order ``snapshot`` states."""
         if self._rules.use == "release":
-            ordered = sorted(views, key=lambda view: (repr(view.namespace), view.prefix))
+            ordered = sorted((view for _key, _length, view in entries), key=lambda view: (repr(view.namespace), view.prefix))
             pinned = self.pinned_prefixes()
             waiting: list[tuple[Stamp, BlockId]] = []
             for block, prefix in self._cached_at.items():
@@ -765,10 +767,7 @@ class SpecCache:
                     waiting.append((self._released[block], block))
             waiting.sort()
             return Snapshot(self._block_size, tuple(ordered), self.stats(), tuple(block for _stamp, block in waiting))
-        order: list[tuple[tuple[int, ...], int, NodeView]] = []
-        for view in views:
-            order.append((key((view.namespace, view.prefix)), len(view.prefix), view))
-        order.sort(key=lambda entry: (entry[0], entry[1]))
+        order = sorted(entries, key=itemgetter(0, 1))
         nodes: list[NodeView] = []
         for _key, _length, view in order:
             nodes.append(view)
@@ -820,10 +819,11 @@ class SpecCache:
             view = self._views[node]
             locks = self._own_locks.get(node, 0)
             if view.locks != locks:
-                view = self._views[node] = replace(view, locks=locks)
+                view = self._views[node] = NodeView(view.prefix, view.blocks, locks, view.namespace, view.copies)
             self._node_sum -= self._node_terms.get(node, 0)
-            self._keys[node] = self.order_key(node)
-            self._node_terms[node] = node_digest_term(self._shapes[node], locks, self._keys[node])
+            key = self.order_key(node)
+            self._entries[node] = (key, len(node[1]), view)
+            self._node_terms[node] = node_digest_term(self._shapes[node], locks, key)
             self._node_sum += self._node_terms[node]
         if self._rules.use != "release":
             return
@@ -837,13 +837,13 @@ class SpecCache:
         """R11: drop the kept view and digest term of ``prefix``, if any."""
         self._views.pop(prefix, None)
         self._shapes.pop(prefix, None)
-        self._keys.pop(prefix, None)
+        self._entries.pop(prefix, None)
         self._node_sum -= self._node_terms.pop(prefix, 0)
 
     def kept_snapshot(self) -> Snapshot:
         """R11: ``snapshot()``, from the views kept as calls change the nodes: it costs the nodes, not their prefixes."""
         self.refresh_kept()
-        return self.snapshot_of(self._views.values(), self._keys.__getitem__)
+        return self.snapshot_of(self._entries.values())
 
     def snapshot_digest(self) -> int:
         """R11: ``spec.api.snapshot_digest_of`` the state, from the terms kept as calls change it: it costs what the
