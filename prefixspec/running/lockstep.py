@@ -409,13 +409,14 @@ class Lockstep(CallThrough):
         if got != wanted:
             raise Disagreement(self.trace(), "block size", wanted, got, "R1, the block size")
 
-    def check_snapshots(self, reference: SpecCache, target: PrefixCache, *, refused: bool = False) -> None:
-        """The two snapshots after a call, by their digests where the target keeps one; a difference after a call
-        the spec refused breaks R10.  With events, the mirror too."""
+    def check_snapshots(self, reference: SpecCache, target: PrefixCache, *, refused: bool = False, full: bool = False) -> None:
+        """The two snapshots after a call, by their digests where the target keeps one but every ``full_every``-th
+        time (or when ``full``: at the end of a replay); a difference after a call the spec refused breaks R10.
+        With events, the mirror too."""
         if self.events and self.steps and self.steps[-1].call.op == TAKE_EVENTS.op:
             self.check_mirror()
         self.comparisons += 1
-        full = self.comparisons % self.full_every == 0
+        full = full or self.comparisons % self.full_every == 0
         if self.digest and not full:
             if self.digests_agree(reference, target):
                 return

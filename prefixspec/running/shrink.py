@@ -63,9 +63,9 @@ def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFact
             pass  # both refused the call alike
         except UnresolvedHandle:
             return None  # a cut that removed what named a handle is not a counterexample
-    if every > 1 and pair.target is not None:
+    if pair.target is not None:  # in full: a difference only the snapshots show must be found in a short replay too
         try:
-            pair.check_snapshots(pair.reference, pair.target)
+            pair.check_snapshots(pair.reference, pair.target, full=True)
         except Disagreement as disagreement:
             return disagreement
     return None
