@@ -289,7 +289,8 @@ class RadixCache:
             raise NotLocked(f"{node!r} holds no lock of its own")
         if self._release:
             self._clock += 1  # variant use=release: an unlock releases blocks, stamped by its call (R7)
-        tree.remove_lock(node, self._clock)
+            tree.release_clock = self._clock
+        tree.remove_lock(node)
 
     # -------------------------------------------------------------- eviction
 

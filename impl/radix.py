@@ -219,6 +219,8 @@ class RadixTree:
         self.release_stamps: dict[int, tuple[int, int]] = {}
         self.block_terms = 0
         self._stamp_clock = -1
+        self.release_clock = 0
+        """Under use=release, the clock of the unlock being made (set by the cache): its releases' stamps."""
         self._stamp_rank = 0
 
     # ------------------------------------------------------------------ lookup
@@ -570,8 +572,8 @@ class RadixTree:
 
         Runtime complexity: O(depth of node) Python steps.
         """
-        node.locks += 1
         self.restamped.add(node)
+        node.locks += 1
         root = self.root
         walker = node
         while walker is not root:
@@ -584,8 +586,8 @@ class RadixTree:
                         del self.released[block]
             walker = walker.parent
 
-    def remove_lock(self, node: Node, clock: int = 0) -> None:
-        """Remove one own lock from the non-root ``node`` (which holds one), by the call at ``clock``.
+    def remove_lock(self, node: Node) -> None:
+        """Remove one own lock from the non-root ``node`` (which holds one), by the call at ``release_clock``.
 
         Nodes left with no lock in their subtree become evictable again; a leaf
         among them joins the LRU queue at its own last use; under use=release their blocks are released.
@@ -605,7 +607,7 @@ class RadixTree:
                 if self.released is not None:  # R7 use=release: deeper nodes first, each tail first
                     for block in reversed(walker.blocks.tolist()):
                         self.released[block] = None
-                        self.stamp_release(block, clock)
+                        self.stamp_release(block, self.release_clock)
             walker = walker.parent
 
     def touch(self, path: list[Node], clock: int, *, hit: bool = False, split_tail: Node | None = None, ranked: bool = False) -> None:
