@@ -1,6 +1,6 @@
 """The snapshot digest of a ``RadixTree`` (R11), kept as calls change the tree.
 
-The tree marks the nodes a call changes (``reshaped``: their blocks, copies, end or existence; ``restamped``:
+Once a digest was asked for, the tree marks the nodes a call changes (``reshaped``: their blocks, copies, end or existence; ``restamped``:
 their locks or their place in the order) and keeps its blocks' release stamps and their digest terms itself.
 ``DigestKeeper.digest`` turns the marks into the nodes' terms (``spec.api.node_digest_term``), so a digest
 costs the nodes the calls since the last one changed, not the tree's size: a reshaped node reads its prefix
@@ -71,6 +71,9 @@ class DigestKeeper:
         Runtime complexity: O(1) plus that of ``shape_of`` per reshaped node and O(1) per restamped one.
         """
         tree = self._tree
+        if not tree.tracking:  # the first digest: every live node, and the tree marks its changes from now on
+            tree.tracking = True
+            tree.reshaped.update(node for node, _prefix, _namespace in tree.prefixes())
         reshaped, restamped = tree.reshaped, tree.restamped
         tree.reshaped, tree.restamped = set(), set()
         for node in reshaped:

@@ -214,6 +214,8 @@ class RadixTree:
         # What the snapshot digest needs (R11, ``impl.digest``): the nodes changed in shape, or in locks and order,
         # since the digest was last brought up to date; under use=release, every cached block's last release as
         # (the call's clock, its order among the call's releases), and the sum of their digest terms.
+        # Marked only once a digest was asked for (``tracking``): a tree nobody digests keeps no set of every node.
+        self.tracking = False
         self.reshaped: set[Node] = set()
         self.restamped: set[Node] = set()
         self.release_stamps: dict[int, tuple[int, int]] = {}
@@ -338,8 +340,8 @@ class RadixTree:
         upper.children[node.key] = node
         if self.released is not None:
             self.node_of.update(dict.fromkeys(upper.blocks.tolist(), upper))
-        self.reshaped.add(node)
-        self.reshaped.add(upper)
+        if self.tracking:
+            self.reshaped.update((node, upper))
         return upper
 
     def add_leaf(self, parent: Node, query: bytes, blocks: array[int], last_use: int, namespace: Namespace = None) -> Node:
@@ -367,7 +369,8 @@ class RadixTree:
         self._enqueue(leaf)
         if self.released is not None:
             self.node_of.update(dict.fromkeys(blocks.tolist(), leaf))
-        self.reshaped.add(leaf)
+        if self.tracking:
+            self.reshaped.add(leaf)
         return leaf
 
     def evict_first_leaf(self) -> list[int] | None:
@@ -395,7 +398,8 @@ class RadixTree:
         parent = leaf.parent
         del parent.children[leaf.key]
         leaf.owner = None
-        self.reshaped.add(leaf)
+        if self.tracking:
+            self.reshaped.add(leaf)
         blocks = leaf.blocks.tolist()  # the ints, made once, serve the release and the caller
         self.cached_blocks -= len(blocks)
         self.evictable_blocks -= len(blocks)
@@ -443,7 +447,8 @@ class RadixTree:
         self.cached_blocks -= count
         self.evictable_blocks -= count
         self.held_ids.release(ids)
-        self.reshaped.add(leaf)
+        if self.tracking:
+            self.reshaped.add(leaf)
         if self.released is not None:
             for block in ids:
                 del self.node_of[block]
@@ -459,7 +464,8 @@ class RadixTree:
         parent = leaf.parent
         del parent.children[leaf.key]
         leaf.owner = None
-        self.reshaped.add(leaf)
+        if self.tracking:
+            self.reshaped.add(leaf)
         blocks = leaf.blocks.tolist()
         self.cached_blocks -= len(blocks)
         self.evictable_blocks -= len(blocks)
@@ -486,7 +492,8 @@ class RadixTree:
         block, _ = released.popitem(last=False)
         primary = self.copy_of.pop(block, None)
         if primary is not None:
-            self.reshaped.add(self.node_of[primary])
+            if self.tracking:
+                self.reshaped.add(self.node_of[primary])
             self.forget_stamp(block)
             others = self.copies[primary]
             others.remove(block)
@@ -507,7 +514,8 @@ class RadixTree:
             node.blocks[node.blocks.index(block)] = successor
             del self.node_of[block]
             self.node_of[successor] = node
-            self.reshaped.add(node)
+            if self.tracking:
+                self.reshaped.add(node)
             self.forget_stamp(block)
             self.cached_blocks -= 1
             self.evictable_blocks -= 1
@@ -563,7 +571,8 @@ class RadixTree:
         self.copy_of[block] = primary
         self.cached_blocks += 1
         self.evictable_blocks += 1
-        self.reshaped.add(self.node_of[primary])  # dup=keep comes with use=release, which keeps node_of
+        if self.tracking:
+            self.reshaped.add(self.node_of[primary])  # dup=keep comes with use=release, which keeps node_of
 
     # ------------------------------------------------------------ locks, use
 
@@ -572,7 +581,8 @@ class RadixTree:
 
         Runtime complexity: O(depth of node) Python steps.
         """
-        self.restamped.add(node)
+        if self.tracking:
+            self.restamped.add(node)
         node.locks += 1
         root = self.root
         walker = node
@@ -595,7 +605,8 @@ class RadixTree:
         Runtime complexity: O(depth of node) Python steps.
         """
         node.locks -= 1
-        self.restamped.add(node)
+        if self.tracking:
+            self.restamped.add(node)
         root = self.root
         walker = node
         while walker is not root:
@@ -636,8 +647,10 @@ class RadixTree:
         if split_tail is not None:
             split_tail.last_use = clock
             split_tail.use_rank = 0
-            self.restamped.add(split_tail)
-        self.restamped.update(path)
+        if self.tracking:
+            self.restamped.update(path)
+            if split_tail is not None:
+                self.restamped.add(split_tail)
         for node, before in watched:
             if key(node) != before:
                 self._enqueue(node)
