@@ -259,8 +259,7 @@ class SpecCache:
         del self._cached_at[block]
         del self._extensions[prefix]
         self._extensions[self.one_block_shorter(prefix)].discard(prefix)
-        self._reshaped.add(prefix)
-        self._restamped_blocks.add(block)
+        self._restamped_blocks.add(block)  # R11: not the prefix: the callers mark the node it ended, once
 
     def longest_cached_prefix(self, tokens: Prefix) -> Prefix:
         """R2: the longest whole-block prefix of ``tokens`` that is cached.
@@ -572,6 +571,7 @@ class SpecCache:
             if len(shorter[1]) > parent_end:
                 self.drop_block(shorter)
         node = self._node_at.pop(prefix)
+        self._reshaped.add(prefix)
         del self._prefix_of[node]
         del self._last_use[prefix]
         del self._hits[prefix]
@@ -681,6 +681,7 @@ class SpecCache:
         self._released.pop(self._block_at[leaf], None)
         self.drop_block(leaf)
         node = self._node_at.pop(leaf)
+        self._reshaped.add(leaf)
         last_use, hits, created = self._last_use.pop(leaf), self._hits.pop(leaf), self._created.pop(leaf)
         if len(shorter[1]) == parent_end:
             del self._prefix_of[node]
