@@ -9,7 +9,7 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from spec.api import RULE_PRESETS, CacheFactory, Rules, parse_rules
+from spec.api import RULE_FIELDS, RULE_PRESETS, CacheFactory, Rules, parse_rules
 from prefixspec.errors import UsageError
 from prefixspec.targets.beacon import mark_stage
 from prefixspec.targets.loading import DEFAULT_TARGET
@@ -163,11 +163,12 @@ def rule_set(text: str) -> Rules:
 
 def add_rules_option(parser: argparse.ArgumentParser, default: str | None = "strict") -> None:
     presets = ", ".join(RULE_PRESETS)
+    fields = ",".join(f"{rule_field.key}={'|'.join(rule_field.variants)}" for rule_field in RULE_FIELDS)
     parser.add_argument(
         "--rules",
         metavar="RULES",
         type=rule_set,
         default=None if default is None else parse_rules(default),
-        help=f"the rule set the spec follows: a preset ({presets}) or use=path|path+split-tail,evict=lru|lfu|fifo|mru|filo"
+        help=f"the rule set the spec follows: a preset ({presets}) or {fields} (any of them; slru:N for slru's threshold)"
         + (f" (default {default})" if default else " (default: the trace's own rules line)"),
     )
