@@ -140,5 +140,3 @@ def error_name(error: BaseException) -> str:
             return name
     message = str(error).replace("\n", " ")
     return f"crash {type(error).__name__}: {message}"
-
-
