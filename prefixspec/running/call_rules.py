@@ -2,8 +2,9 @@
 locks, evictions and counters, and the extremes.
 
 Every group is a ``CallMachineState``; ``running.call_machine`` puts them
-together.  Hypothesis orders a machine's rules by name, not by group, so the
-grouping leaves the draws as they were.
+together.  Hypothesis orders a machine's rules by their targets, arguments and
+names, not by the class that holds them, so the grouping leaves the draws as
+they were.
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 ``CALLS`` is the table.  Everything that speaks calls is derived from it: the
 trace's text (``Call.text`` and ``parse_call``), the results as text
 (``render_result``) and back (``parse_result``), the line protocol (which
-writes the same lines), making a call on a cache (``invoke``), and the
-wrappers that stand between a caller and a cache (``CallThrough``: the
-lockstep, the recording cache, the pipe cache), which override one method
-that takes a ``Call``.  Adding an argument to a call is a change to this
-table and to the caches.
+writes the same lines), making a call on a cache (``invoke``), the wrappers
+that stand between a caller and a cache (``CallThrough``: the lockstep, the
+recording cache, the pipe cache), which override one method that takes a
+``Call``, and the rule a disagreement on a call breaks.  Adding an argument
+to a call is a change to this table and to the caches.
 
 A call as text::
 
@@ -15,16 +15,6 @@ A call as text::
     lock n1                              # a node argument is a handle named earlier, or root
     evict 2
     stats
-The package's modules, each with one job:
-
-- ``table``: ``CALLS`` and every fact about a call (its rules, whether it
-  publishes events), and ``Call``;
-- ``words``: values as text (lists of ints, numbers, handles, namespaces);
-- ``parsing``: a call read from its text;
-- ``checks``: whether a value a cache returned is of the interface's type;
-- ``events`` and ``results``: results as text, written and read back;
-- ``invocation``: calls made on a cache from Python, and ``CallThrough``.
-
     n2 = match [1 2 3] ns="tenant-a"     # R12: a namespace other than the default, last, as ns=JSON
     take_events                          # R13: optional; a cache that publishes events answers it
 
@@ -32,23 +22,18 @@ A namespace is written ``ns=`` and one word of JSON: an integer, a string, or an
 array of null, integers and strings (``ns=0``, ``ns="0"``, ``ns=["a","bc"]``);
 the default namespace (None) is written by leaving ``ns=`` out.  The word holds
 no space, ``#``, ``;``, ``>`` or ``|``: inside strings they are ``\\u`` escapes.
+A call's result follows it after `` -> ``, written by the call's result kind
+(``vocabulary.results``), or an error by name.
 
-and its result after `` -> ``, by the call's result kind::
+The package's modules, each with one job, and this face, which names them all:
 
-    match     MATCHED_TOKENS [BLOCK ...] NODE     4 [10 11] n1
-    inserted  NODE [DUPLICATE ...]                new []
-    ok        ok
-    blocks    [BLOCK ...]                         [10 11]
-    count     N                                   4
-    stats     lookups=L query_tokens=Q hit_tokens=H inserted_blocks=I evicted_blocks=E
-    rate      a float                             0.4615384615384615
-    events    none, or EVENT ; EVENT ...          stored - [1 2] [10] ; removed [10]
-
-where an event is ``stored PARENT [TOKEN ...] [BLOCK ...]`` (PARENT a block id,
-or ``-`` for a namespace's first block; ``ns=WORD`` after it outside the
-default namespace), ``removed [BLOCK ...]`` or ``cleared``.
-
-or an error by name (``UnknownNode``, optionally followed by a message).
+- ``table``: ``CALLS`` and every fact about a call (its rules, whether it
+  publishes events), and ``Call``;
+- ``words``: values as text (lists of ints, numbers, handles, namespaces);
+- ``parsing``: a call read from its text;
+- ``checks``: whether a value a cache returned is of the interface's type;
+- ``results`` and ``events``: results as text, written and read back;
+- ``invocation``: calls made on a cache from Python, and ``CallThrough``.
 """
 
 from prefixspec.vocabulary.checks import ResultFormatError, WrongResult
