@@ -128,6 +128,7 @@ def test_every_call_has_its_rules_and_counters_share_one() -> None:
         assert RULE.search(kind.rule) and RULE.search(kind.refusal_rule), kind.op
         assert (kind.rule == COUNTERS_RULE) == (not kind.params and not kind.optional), kind.op
     assert {kind.op for kind in CALLS if kind.publishes} == {"insert", "evict"}
+    assert {kind.op for kind in CALLS if kind.uses} == {"match", "insert"}
 
 
 def test_call_through_has_one_method_per_call_of_the_table() -> None:

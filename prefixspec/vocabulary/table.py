@@ -1,9 +1,9 @@
 """The call table: every call of ``spec.api.PrefixCache`` and every fact about it, said once.
 
 A ``CallKind`` is one call: its word in the trace, its method, its arguments,
-its result, whether it takes a namespace (R12) or publishes events (R13), and
-the rules its result and its refusals belong to (what a disagreement on it
-breaks).  Everything that speaks of calls reads this table: the text of calls,
+its result, whether it is a use (R7), takes a namespace (R12) or publishes
+events (R13), and the rules its result and its refusals belong to (what a
+disagreement on it breaks).  Everything that speaks of calls reads this table: the text of calls,
 the results, the line protocol, the wrappers, the lockstep's rule names, the
 coverage and bench's op codes.  ``stateful_tests/test_call_table.py`` holds
 that no other module ties a rule to a call.
@@ -52,6 +52,8 @@ class CallKind:
     """A cache may lack the call; the checker asks whether it has it (R13's ``take_events``)."""
     publishes: bool = False
     """Changes the contents, so a cache that publishes events publishes some after it (R13); no other call does."""
+    uses: bool = False
+    """One use of the nodes on its path, at a clock that advances once per such call (R7)."""
 
     @property
     def names_node(self) -> bool:
@@ -62,10 +64,13 @@ class CallKind:
 _TOKENS, _BLOCKS, _NODE = Param("tokens", "tokens"), Param("blocks", "blocks"), Param("node", "node")
 
 CALLS: tuple[CallKind, ...] = (
-    CallKind("match", "match_prefix", (_TOKENS,), "match", "R3, the longest usable match", "R1, the arguments", namespaced=True),
+    CallKind(
+        "match", "match_prefix", (_TOKENS,), "match",
+        "R3, the longest usable match", "R1, the arguments", namespaced=True, uses=True,
+    ),
     CallKind(
         "insert", "insert", (_TOKENS, _BLOCKS), "inserted",
-        "R5, what insert keeps and hands back", "R1/R5, the arguments and one owner per block", namespaced=True, publishes=True,
+        "R5, what insert keeps and hands back", "R1/R5, the arguments and one owner per block", namespaced=True, publishes=True, uses=True,
     ),
     CallKind("lock", "lock", (_NODE,), "ok", "R6, locks", "R6, unknown nodes"),
     CallKind("unlock", "unlock", (_NODE,), "ok", "R6, locks", "R6, unknown nodes and NotLocked"),
