@@ -15,8 +15,10 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import pytest
+
 from spec.api import PrefixCache
-from prefixspec.vocabulary import BY_METHOD, CALLS, COUNTERS_RULE, CallThrough
+from prefixspec.vocabulary import BY_METHOD, CALLS, COUNTERS_RULE, Call, CallThrough
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "prefixspec" / "vocabulary" / "table.py"
@@ -137,3 +139,38 @@ def test_call_through_has_one_method_per_call_of_the_table() -> None:
     assert faces == set(BY_METHOD)
     interface = {name for name in vars(PrefixCache) if not name.startswith("_")} - {"root", "block_size", "snapshot"}
     assert interface <= faces
+
+
+class Recorder(CallThrough):
+    """A wrapper that answers nothing and keeps the calls it was handed."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+
+    def perform(self, call: Call) -> object:
+        self.calls.append(call)
+        return None
+
+    def handle_of(self, node: object) -> str:
+        return str(node)
+
+    def next_name(self) -> str:
+        return f"n{len(self.calls) + 1}"
+
+
+def test_call_through_takes_arguments_by_position_or_by_name() -> None:
+    recorder = Recorder()
+    recorder.insert([1, 2], [3])
+    recorder.insert(tokens=[1, 2], blocks=[3], namespace="a")
+    recorder.insert([1, 2], blocks=[3])
+    recorder.lock(node="root")
+    recorder.evict(n_blocks=2)
+    assert [call.text() for call in recorder.calls] == [
+        "n1 = insert [1 2] [3]",
+        'n2 = insert [1 2] [3] ns="a"',
+        "n3 = insert [1 2] [3]",
+        "lock root",
+        "evict 2",
+    ]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'count'"):
+        getattr(recorder, "evict")(count=2)
