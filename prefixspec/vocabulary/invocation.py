@@ -9,6 +9,7 @@ cache offers beyond the interface (R12, R13).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import operator
 from collections.abc import Callable, Sequence
@@ -118,8 +119,7 @@ def passed_through(face: Callable[Concatenate[Face, Params], Result]) -> Callabl
                 raise TypeError(f"{kind.method}() got an unexpected keyword argument {next(iter(named))!r}")
         return self.through(kind.method, *arguments, namespace=namespace)
 
-    call.__name__ = call.__qualname__ = kind.method
-    call.__doc__ = face.__doc__
+    functools.update_wrapper(call, face)  # its name, and the interface's signature for inspect and help()
     return cast(Callable[Concatenate[Face, Params], Result], call)
 
 
