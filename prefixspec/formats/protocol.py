@@ -63,9 +63,10 @@ def parse_greeting(text: str) -> tuple[str, frozenset[str]]:
 
 
 _INTS = ints_pattern(signed=False)
-_COPIES = f"((?:{ints_pattern(signed=False, group=False)})+)"  # one bracket per own block, no space between: R5 dup=keep
+_BRACKET = ints_pattern(signed=False, group=False)
+_COPIES = f"((?:{_BRACKET})+)"  # one bracket per own block, no space between: R5 dup=keep
 _NODE = rf" +{_INTS} +{_INTS} +([0-9]+)(?: +copies={_COPIES})?(?: +ns=(\S+))?"
-_SNAPSHOT = re.compile(rf"{RESULT_GRAMMAR['stats'][0].pattern} +nodes=([0-9]+)((?:{_NODE})*)(?: +released=(?P<released>\[[0-9 ]*\]))?")
+_SNAPSHOT = re.compile(rf"{RESULT_GRAMMAR['stats'][0].pattern} +nodes=([0-9]+)((?:{_NODE})*)(?: +released=(?P<released>{_BRACKET}))?")
 _SNAPSHOT_NODE = re.compile(_NODE)
 _BRACKETS = re.compile(_INTS)
 SNAPSHOT_SHAPE = (

@@ -14,7 +14,7 @@ from typing import cast
 
 from spec.api import AllBlocksCleared, BlockId, BlockRemoved, BlockStored, KVEvent, Namespace
 from prefixspec.vocabulary.checks import ResultFormatError, WrongResult, checked_int, checked_ints, kind_name, numbers
-from prefixspec.vocabulary.words import Unwritable, namespace_of, read_namespace, render_ints, render_namespace
+from prefixspec.vocabulary.words import Unwritable, ints_pattern, namespace_of, read_namespace, render_ints, render_namespace
 
 EVENT_TYPES = (BlockStored, BlockRemoved, AllBlocksCleared)
 
@@ -55,8 +55,9 @@ def render_events(events: Sequence[KVEvent]) -> str:
     return " ; ".join(render_event(event) for event in events) if events else "none"
 
 
-_STORED = re.compile(r"stored +(-|[0-9]+) +\[([0-9 ]*)\] +\[([0-9 ]*)\](?: +ns=(\S+))?")
-_REMOVED = re.compile(r"removed +\[([0-9 ]*)\]")
+_IDS = ints_pattern(signed=False)
+_STORED = re.compile(rf"stored +(-|[0-9]+) +{_IDS} +{_IDS}(?: +ns=(\S+))?")
+_REMOVED = re.compile(rf"removed +{_IDS}")
 
 
 def parse_events(text: str) -> list[KVEvent]:
