@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 DEEPEST = 8
-"""Nesting a plain value may have (a snapshot: Snapshot, its nodes, a NodeView, its copies, a tuple of ids): deeper is no interface value."""
+"""Containers one inside another a plain value may have (a snapshot: Snapshot, its nodes, a NodeView, its copies, a tuple of ids): deeper is no interface value."""
 
 _DATACLASSES: frozenset[type] = frozenset({PrefixMatch, Inserted, PrefixStats, NodeView, Snapshot, BlockStored, BlockRemoved, AllBlocksCleared})
 _KEPT: frozenset[type] = frozenset({int, bool, str, float, type(None)})
@@ -109,16 +109,14 @@ def plain_data(value: object, what: str, depth: int = 0) -> object:
     kind = type(value)
     if kind in _KEPT:
         return value
+    if depth >= DEEPEST and (kind in _DATACLASSES or isinstance(value, tuple | list)):
+        raise WrongResult(f"{what} returned values nested deeper than any of the interface's")
     if kind is tuple or kind is list:
         items = cast("tuple[object, ...] | list[object]", value)
         if set(map(type, items)) <= {int}:  # the common case (tokens, blocks) at C speed
             return kind(items)
-        if depth >= DEEPEST:
-            raise WrongResult(f"{what} returned values nested deeper than any of the interface's")
         return kind(plain_data(item, what, depth + 1) for item in items)
     if kind in _DATACLASSES:
-        if depth >= DEEPEST:
-            raise WrongResult(f"{what} returned values nested deeper than any of the interface's")
         return kind(*(plain_data(getattr(value, field.name), what, depth + 1) for field in dataclasses.fields(cast("type[DataclassInstance]", kind))))
     if hasattr(kind, "__index__"):
         return operator.index(cast(SupportsIndex, value))
