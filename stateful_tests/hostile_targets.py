@@ -157,6 +157,20 @@ class MemoryErrorInInsert(RadixCache):
         raise MemoryError("out of KV blocks")
 
 
+HUGE = 25 << 20
+"""Characters of a huge answer (25 MiB): a message, or the text of a result, far past any line a report holds."""
+
+
+class HugeMessageInMatch(RadixCache):
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
+        raise ValueError("m" * HUGE)
+
+
+class HugeResultInEvict(RadixCache):
+    def evict(self, n_blocks: int) -> list[BlockId]:
+        return super().evict(n_blocks) + [7] * (HUGE // 2)  # "7 " a block: HUGE characters as text
+
+
 class _AttributesRaise(RadixCache):
     """Every attribute that is not the interface's raises (``prefixspec_features``, ``take_events``): a cache with a hostile ``__getattr__``."""
 
@@ -237,6 +251,8 @@ HOSTILE: dict[str, Hostile] = {
     "memory_error_in_insert": Hostile(_factory(MemoryErrorInInsert), 1, "crash MemoryError"),
     "fails_after_two_caches": Hostile(fails_after_two_caches, 1, "when asked for a cache"),
     "returns_none": Hostile(returns_none, 2, "lacks"),
+    "huge_message_in_match": Hostile(_factory(HugeMessageInMatch), 1, "more characters cut"),
+    "huge_result_in_evict": Hostile(_factory(HugeResultInEvict), 1, "more characters cut"),
     "attributes_raise": Hostile(_factory(_AttributesRaise), 2, "RuntimeError: no prefixspec_features here"),
 }
 """Every misbehaving target by factory name, with its documented outcome."""
