@@ -15,9 +15,9 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from spec.api import parse_rules
+from prefixspec.commands.options import write_output
 from prefixspec.exit_status import ExitStatus, stopped_by
 from prefixspec.running.report import CheckReport, StageResult, cut_long_lines
 from prefixspec.targets.interrupts import stop_signal
@@ -88,6 +88,6 @@ def run_supervised(arguments: argparse.Namespace, command: Callable[[argparse.Na
     report.stages.append(StageResult(ended.reading.stage, False, 0.0, failure=paragraph, aborted=True))
     print(report.summary())
     json_file = getattr(arguments, "json", None)
-    if json_file:
-        Path(json_file).write_text(json.dumps(report.as_json(), indent=2) + "\n", encoding="utf-8")
+    if json_file and not write_output(json_file, json.dumps(report.as_json(), indent=2) + "\n", "--json"):
+        return ExitStatus.USAGE
     return ExitStatus.FAILED
