@@ -120,15 +120,27 @@ class Guard:
             report += f" It happened {where}."
         return kind(report, problem, deed or problem)
 
-    def run(self, what: str, where: str, function: Callable[..., Result], *arguments: object, limit: bool = True) -> Result:
-        """``function(*arguments)`` as the target's code ``what`` (``its stats()``); ``limit`` false: no time limit.
+    def run(
+        self,
+        what: str,
+        where: str,
+        function: Callable[..., Result],
+        *arguments: object,
+        limit: bool = True,
+        answer: Callable[[Result], Result] | None = None,
+    ) -> Result:
+        """``answer(function(*arguments))`` as the target's code ``what`` (``its stats()``); ``limit`` false: no time limit.
 
         What it raises leaves as ``plain.plain_error`` (its message read here,
         under the alarm), so that no code of the target's runs once the guard is
-        off; ``function`` makes its result plain itself (``GuardedCache``).
+        off.  ``answer`` makes the result plain (``GuardedCache``), under the
+        guard too, with a time limit of its own (``what (reading its answer)``):
+        the call had its ``timeout``, and reading a huge answer at C speed is the
+        checker's time, not the call's.
         """
         if self._running:  # the target's code calling the checker back into its own guard: the outer run already guards it
-            return function(*arguments)
+            value = function(*arguments)
+            return value if answer is None else answer(value)
         self._running = True
         self._what, self._where = what, where
         saved = sys.stdout
@@ -140,7 +152,15 @@ class Guard:
             sys.stdout = sys.stderr  # the target's prints go to stderr: stdout carries the report
             timed = limit and self._arm()
             try:
-                return function(*arguments)
+                value = function(*arguments)
+                if answer is None:
+                    return value
+                self._what = f"{what} (reading its answer)"
+                if beacon is not None:
+                    beacon.enter(self._what, where, timed)  # a new serial: the supervisor's watch starts again
+                if timed:
+                    self._arm()
+                return answer(value)
             except (SystemExit, KeyboardInterrupt, TargetFailure):
                 raise
             except BaseException as error:  # the call's outcome, made the checker's own while the alarm still runs
@@ -152,7 +172,7 @@ class Guard:
                 raise  # the user's Ctrl-C: the command stops
             at = raised_at(error)
             words = exit_words(error)
-            raise self.failure(f"{words} in {what}{at}; a cache must not end the checker", where, deed=f"{words}{at}") from None
+            raise self.failure(f"{words} in {self._what}{at}; a cache must not end the checker", where, deed=f"{words}{at}") from None
         finally:
             if timed:
                 signal.setitimer(signal.ITIMER_REAL, 0)
@@ -267,7 +287,7 @@ class GuardedCache(CallThrough):
     @property
     def root(self) -> NodeId:
         try:
-            root: NodeId = self.guard.run("its root", self._where(), self._read_root)
+            root: NodeId = self.guard.run("its root", self._where(), self._read_root, answer=self.node)
             return root
         except (TargetFailure, KeyboardInterrupt):
             raise
@@ -275,34 +295,39 @@ class GuardedCache(CallThrough):
             raise self.guard.failure(f"raised {type(error).__name__} when its root was read{raised_at(error)}", self._where()) from None
 
     def _read_root(self) -> object:
-        return self.node(self.cache.root)
+        return self.cache.root
 
     def block_size(self) -> int:
-        return cast(int, self.guard.run("its block_size()", self._where(), self._plain_call, "block_size", "block_size"))
+        return cast(int, self.guard.run("its block_size()", self._where(), self._method, "block_size", (), answer=self._plain_size))
 
     def snapshot(self) -> Snapshot:
         where = f"after call {self.calls_made} to a cache of block size {self._block_size}"
-        return cast(Snapshot, self.guard.run("its snapshot()", where, self._plain_call, "snapshot", "snapshot"))
+        return cast(Snapshot, self.guard.run("its snapshot()", where, self._method, "snapshot", (), answer=self._plain_snapshot))
 
-    def _plain_call(self, method: str, what: str) -> object:
-        value = getattr(self.cache, method)()
-        if method == "snapshot" and type(value) is not Snapshot:  # the lockstep's words for it, said inside the guard
+    @staticmethod
+    def _plain_size(value: object) -> object:
+        return plain_data(value, "block_size")
+
+    @staticmethod
+    def _plain_snapshot(value: object) -> object:
+        if type(value) is not Snapshot:  # the lockstep's words for it, said inside the guard
             raise WrongResult(f"snapshot returned {type(value).__name__}, not a Snapshot")
-        return plain_data(value, what)
+        return plain_data(value, "snapshot")
 
     def through(self, method: str, *arguments: object, namespace: object = None) -> object:
         """Every call of the interface (``CallThrough``'s methods) comes here, its arguments as the caller gave them."""
         self.calls_made += 1
-        return self.guard.run(f"its {method}()", self._where(), self._method, method, arguments, namespace)
+        kind = BY_METHOD[method]
+        return self.guard.run(
+            f"its {method}()", self._where(), self._method, method, arguments, namespace, answer=lambda value: plain_result(kind, value, self.node)
+        )
 
     def _method(self, method: str, arguments: Sequence[object], namespace: object = None) -> object:
         function: Callable[..., object] = getattr(self.cache, method)  # inside the guard: reading it may run the target's code
         passed = [_raw(argument) for argument in arguments]
         if namespace is not None:  # a cache without namespaces is called as before, in the default one
-            value = function(*passed, namespace=namespace)
-        else:
-            value = function(*passed)
-        return plain_result(BY_METHOD[method], value, self.node)
+            return function(*passed, namespace=namespace)
+        return function(*passed)
 
 
 class GuardedFactory:
