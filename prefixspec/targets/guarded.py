@@ -25,6 +25,7 @@ neither is a call with an outcome to compare.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import signal
 import sys
@@ -40,7 +41,7 @@ from spec.api import CacheFactory, NodeId, PrefixCache, Snapshot, TargetFailure
 from prefixspec.targets.beacon import current
 from prefixspec.targets.interrupts import stop_requested
 from prefixspec.targets.plain import _Named, plain_data, plain_error, plain_result
-from prefixspec.vocabulary import BY_METHOD, FEATURES, CallThrough, WrongResult, features_of
+from prefixspec.vocabulary import BY_METHOD, CALLS, FEATURES, CallThrough, WrongResult, features_of
 
 Result = TypeVar("Result")
 
@@ -110,6 +111,8 @@ class Guard:
         self._running = False
         self._armed = False
         self._what = ""
+        self._reading = False
+        """The call has returned and its answer is being read (``answer``): reports say so."""
         self._where = ""
         self._handler = self._ring  # one bound method, so `is` finds it installed
 
@@ -134,15 +137,14 @@ class Guard:
         What it raises leaves as ``plain.plain_error`` (its message read here,
         under the alarm), so that no code of the target's runs once the guard is
         off.  ``answer`` makes the result plain (``GuardedCache``), under the
-        guard too, with a time limit of its own (``what (reading its answer)``):
-        the call had its ``timeout``, and reading a huge answer at C speed is the
-        checker's time, not the call's.
+        same guard and time limit: a report of what happens there says
+        ``what (reading its answer)``.
         """
         if self._running:  # the target's code calling the checker back into its own guard: the outer run already guards it
             value = function(*arguments)
             return value if answer is None else answer(value)
         self._running = True
-        self._what, self._where = what, where
+        self._what, self._where, self._reading = what, where, False
         saved = sys.stdout
         timed = False
         beacon = current()  # a supervised run: the supervisor learns the call, and ends one that outlasts the alarm
@@ -155,11 +157,7 @@ class Guard:
                 value = function(*arguments)
                 if answer is None:
                     return value
-                self._what = f"{what} (reading its answer)"
-                if beacon is not None:
-                    beacon.enter(self._what, where, timed)  # a new serial: the supervisor's watch starts again
-                if timed:
-                    self._arm()
+                self._reading = True
                 return answer(value)
             except (SystemExit, KeyboardInterrupt, TargetFailure):
                 raise
@@ -172,7 +170,7 @@ class Guard:
                 raise  # the user's Ctrl-C: the command stops
             at = raised_at(error)
             words = exit_words(error)
-            raise self.failure(f"{words} in {self._what}{at}; a cache must not end the checker", where, deed=f"{words}{at}") from None
+            raise self.failure(f"{words} in {self._doing()}{at}; a cache must not end the checker", where, deed=f"{words}{at}") from None
         finally:
             if timed:
                 signal.setitimer(signal.ITIMER_REAL, 0)
@@ -198,7 +196,10 @@ class Guard:
             return
         stuck = "" if frame is None else f", stopped at {_place(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)}"
         deed = f"did not return within {self.timeout:g} s (--timeout){stuck}"
-        raise self.failure(f"hangs: {self._what} {deed}", self._where, TargetHung, deed)
+        raise self.failure(f"hangs: {self._doing()} {deed}", self._where, TargetHung, deed)
+
+    def _doing(self) -> str:
+        return f"{self._what} (reading its answer)" if self._reading else self._what
 
 
 @dataclass(frozen=True)
@@ -230,6 +231,10 @@ class UnhashableNode:
         return f"<unhashable node of type {type(self).__name__}>"
 
 
+TAKES_NODE = frozenset(kind.method for kind in CALLS if any(param.kind == "node" for param in kind.params))
+"""The calls that pass a node back to the target (``lock``, ``unlock``): only theirs are unwrapped."""
+
+
 def _raw(argument: object) -> object:
     """What a call passes to the target: its own node for a ``GuardedNode`` (of any guarded cache: R6 wants foreign ones), else the argument."""
     return argument.raw if isinstance(argument, GuardedNode | UnhashableNode) else argument
@@ -251,6 +256,7 @@ class GuardedCache(CallThrough):
         self.calls_made = 0
         self._serial = next(GuardedCache._serials)
         self._nodes: dict[object, GuardedNode] = {}
+        self._answers: dict[str, Callable[[object], object]] = {}
         self.prefixspec_features = self._features()
         """What the target's cache offers beyond the interface: this wrapper has every call (``features_of``)."""
 
@@ -317,17 +323,18 @@ class GuardedCache(CallThrough):
     def through(self, method: str, *arguments: object, namespace: object = None) -> object:
         """Every call of the interface (``CallThrough``'s methods) comes here, its arguments as the caller gave them."""
         self.calls_made += 1
-        kind = BY_METHOD[method]
-        return self.guard.run(
-            f"its {method}()", self._where(), self._method, method, arguments, namespace, answer=lambda value: plain_result(kind, value, self.node)
-        )
+        answer = self._answers.get(method)
+        if answer is None:
+            answer = self._answers[method] = functools.partial(plain_result, BY_METHOD[method], node=self.node)
+        return self.guard.run(f"its {method}()", self._where(), self._method, method, arguments, namespace, answer=answer)
 
     def _method(self, method: str, arguments: Sequence[object], namespace: object = None) -> object:
         function: Callable[..., object] = getattr(self.cache, method)  # inside the guard: reading it may run the target's code
-        passed = [_raw(argument) for argument in arguments]
+        if method in TAKES_NODE:
+            arguments = [_raw(argument) for argument in arguments]
         if namespace is not None:  # a cache without namespaces is called as before, in the default one
-            return function(*passed, namespace=namespace)
-        return function(*passed)
+            return function(*arguments, namespace=namespace)
+        return function(*arguments)
 
 
 class GuardedFactory:

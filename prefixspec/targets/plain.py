@@ -54,6 +54,11 @@ DEEPEST = 8
 
 _DATACLASSES: frozenset[type] = frozenset({PrefixMatch, Inserted, PrefixStats, NodeView, Snapshot, BlockStored, BlockRemoved, AllBlocksCleared})
 _KEPT: frozenset[type] = frozenset({int, bool, str, float, type(None)})
+_INT: frozenset[type] = frozenset({int})
+_VIEWS: frozenset[type] = frozenset({NodeView})
+_FIELDS: dict[type, tuple[str, ...]] = {
+    kind: tuple(field.name for field in dataclasses.fields(cast("type[DataclassInstance]", kind))) for kind in _DATACLASSES
+}
 _SPEC_ERRORS: tuple[type[PrefixCacheError], ...] = (UnknownNode, NotLocked, InvalidArgument, PrefixCacheError)
 """Most derived first: a plain error keeps the interface error its original was."""
 
@@ -113,11 +118,16 @@ def plain_data(value: object, what: str, depth: int = 0) -> object:
         raise WrongResult(f"{what} returned values nested deeper than any of the interface's")
     if kind is tuple or kind is list:
         items = cast("tuple[object, ...] | list[object]", value)
-        if set(map(type, items)) <= {int}:  # the common case (tokens, blocks) at C speed
+        types = set(map(type, items))
+        if types <= _INT:  # the common case (tokens, blocks) at C speed
+            return kind(items)
+        if types == _VIEWS and all(map(_plain_view, cast("tuple[NodeView, ...]", items))):  # a snapshot's nodes
             return kind(items)
         return kind(plain_data(item, what, depth + 1) for item in items)
+    if kind is NodeView and _plain_view(cast(NodeView, value)):
+        return value  # the common case, a snapshot's every node: checked at C speed, nothing to copy
     if kind in _DATACLASSES:
-        return kind(*(plain_data(getattr(value, field.name), what, depth + 1) for field in dataclasses.fields(cast("type[DataclassInstance]", kind))))
+        return kind(*(plain_data(getattr(value, name), what, depth + 1) for name in _FIELDS[kind]))
     if hasattr(kind, "__index__"):
         return operator.index(cast(SupportsIndex, value))
     if isinstance(value, str):
@@ -127,6 +137,25 @@ def plain_data(value: object, what: str, depth: int = 0) -> object:
     if isinstance(value, tuple | list):  # a subclass (a named tuple): read as its base, as == read it
         return plain_data(tuple(value) if isinstance(value, tuple) else list(value), what, depth)
     raise WrongResult(f"{what} returned a {kind.__name__}, which is no value of the interface's types")
+
+
+def _plain_view(view: NodeView) -> bool:
+    """``view`` holds plain values only (tuples of ints, an int, a plain namespace, no copies): it is plain as it is.
+
+    The interface's own frozen dataclass, of plain fields: its ``==`` and
+    ``hash`` are the dataclass's, comparing those fields, none of the target's code.
+    """
+    prefix, blocks, namespace, copies = view.prefix, view.blocks, view.namespace, view.copies
+    return (
+        type(prefix) is tuple
+        and type(blocks) is tuple
+        and type(view.locks) is int
+        and type(copies) is tuple
+        and not copies
+        and (namespace is None or type(namespace) in _KEPT)
+        and set(map(type, prefix)) <= _INT
+        and set(map(type, blocks)) <= _INT
+    )
 
 
 NodeNamer = Callable[[object], object]
