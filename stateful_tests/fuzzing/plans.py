@@ -8,12 +8,17 @@ that must never reach its stdout (a target's prints).  The families:
   ``replay`` or ``verify`` (with ``--shrink``, ``--target``, ``--rules``);
 - ``target_plans``: every target of ``hostile_targets`` and
   ``hostile_import``, by ``replay`` of the golden trace and a short
-  ``check``, with its documented status;
+  ``check``, with its documented status; among them issue 22's dunders (a
+  node's ``__hash__`` or ``__eq__``, an exception's ``__str__``, a result's
+  ``__eq__``, an exit code's ``repr`` that exits, interrupts or hangs) and
+  answers of 25 MiB, cut in the report (by ``replay`` alone: ``checked``);
 - ``engine_table``: ``serve.py`` misbehaving in each way from its fifth line
   on, and shell commands that are no engine or leave helpers behind;
 - ``engine_plans``: ``serve.py`` misbehaving in any way after 0 to 80 lines,
   or a command that is no engine, under ``replay`` or a short ``check``;
-- ``option_plans``: option sets each refused with exit status 2, in one line;
+- ``option_plans``: option sets each refused with exit status 2, in one line (places no file can be made in:
+  a dangling link, ``/proc``, ``--out`` and ``--json`` naming one place), and a ``--json /dev/full`` whose write
+  fails at the end (2, the report printed all the same);
 - ``interrupt_plans``: a command stopped by Ctrl-C at a random moment;
 - ``process_end_plans``: a target that ends its process (``os._exit``, a signal, an abort, the C
   library's ``exit``) in its factory, a call, a replay or while shrinking, outlasts its alarm, or closes its
