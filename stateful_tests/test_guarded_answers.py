@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from prefixspec.commands.main import main
+from prefixspec.errors import TargetError
 from prefixspec.shipped import GOLDEN_TRACE
 from prefixspec.targets.guarded import Guard, GuardedCache, GuardedNode
 from prefixspec.targets.plain import DEEPEST, TargetRaised, plain_data, plain_error, plain_result
@@ -71,6 +72,15 @@ def test_a_plain_error_keeps_the_name_the_interface_error_and_the_traceback() ->
     assert type(exact) is UnknownNode and str(exact) == "node 3"
     other = plain_error(GeneratorExit("bye"))
     assert isinstance(other, TargetRaised) and error_name(other) == "crash GeneratorExit: bye"
+
+
+def test_the_checkers_own_errors_pass_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
+    """Raised by the checker's code under guard (loading's TargetError): its words stay its own."""
+    own = TargetError("module 'impl' has no attribute 'NoSuch'")
+    assert plain_error(own) is own
+    assert type(plain_error(TargetError(object()))) is not TargetError  # words not all plain: made plain like a target's
+    assert main(["replay", str(GOLDEN_TRACE), "--target", "impl:NoSuch"]) == 2
+    assert capsys.readouterr().err == "prefixspec: module 'impl' has no attribute 'NoSuch'\n"
 
 
 # plain_data at its boundaries ---------------------------------------------------------------------

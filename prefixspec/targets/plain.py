@@ -97,6 +97,8 @@ def message_of(error: BaseException) -> str:
 def plain_error(error: BaseException) -> BaseException:
     """``error`` as the checker's own exception: same type name, same interface error, its message and traceback."""
     kind = type(error)
+    if kind.__module__.partition(".")[0] == "prefixspec" and all(type(part) is str for part in error.args):
+        return error  # the checker's own (a TargetError of loading, a WrongResult): its words are plain already
     name = kind.__name__ if type(kind.__name__) is str else "Exception"
     message = message_of(error)
     base: type = next((spec for spec in _SPEC_ERRORS if issubclass(kind, spec)), TargetRaised)
