@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def modules_loaded_by(statement: str) -> list[str]:
     """The modules a fresh interpreter loads for ``statement``, beyond those it starts with."""
     program = f"import sys; before = set(sys.modules); {statement}; print(__import__('json').dumps(sorted(set(sys.modules) - before)))"
-    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=600, check=True)  # a hang guard, not a budget
     loaded: list[str] = json.loads(done.stdout)
     return loaded
 
