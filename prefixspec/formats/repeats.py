@@ -28,6 +28,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
+from prefixspec.vocabulary import result_node
+
 if TYPE_CHECKING:
     from prefixspec.formats.trace import Step
 
@@ -214,3 +216,23 @@ def _keys(steps: Sequence[Step]) -> list[int]:
         text = dataclasses.replace(step.call, name=POSITIONAL if step.call.name else "").text()
         keys.append(numbers.setdefault((text, step.expected), len(numbers)))
     return keys
+
+
+def named_by_position(steps: Sequence[Step]) -> list[Step]:
+    """``steps`` with every naming call renamed ``copy_name`` of its position, and every handle and result that
+    names its node renamed alike: the same calls, written so that ``fold`` may fold runs of them."""
+    renamed: dict[str, str] = {}
+    written: list[Step] = []
+    for index, step in enumerate(steps):
+        call = step.call.with_handles(lambda handle: renamed.get(handle, handle))
+        expected = step.expected
+        if expected is not None:
+            parts = result_node(call.kind, expected)
+            if parts is not None:
+                before, node, after = parts
+                expected = before + renamed.get(node, node) + after
+        if call.name:
+            renamed[call.name] = copy_name(index)
+            call = dataclasses.replace(call, name=copy_name(index))
+        written.append(dataclasses.replace(step, call=call, expected=expected))
+    return written
