@@ -208,13 +208,42 @@ def _rename(call: Call, result: str, identity: Identity | None, first_handle: di
     return before + written + after
 
 
+READS_ONLY = frozenset({"stats", "hit_rate", "cached_tokens", "cached_blocks", "evictable_blocks"})
+"""Calls that change nothing the spec holds (no clock, no counter, no event): any of them but the last one goes."""
+
+
+@dataclass(frozen=True)
+class Shrunk:
+    """The step indices a shrink kept, and whether it stopped at its time budget (the cut is then not minimal)."""
+
+    kept: list[int]
+    stopped_at_budget: bool
+
+
 def shrink(recording: Recording, *, time_budget: float = 60.0) -> list[int]:
-    """The fewest step indices, in order and ending at the first divergence, on which the recording still diverges."""
+    """``shrink_within``'s kept indices."""
+    return shrink_within(recording, time_budget=time_budget).kept
+
+
+def shrink_within(recording: Recording, *, time_budget: float = 60.0) -> Shrunk:
+    """The fewest step indices, in order and ending at the first divergence, on which the recording still diverges.
+
+    Each candidate cut replays the spec on the calls kept, so a cut costs the
+    length of what is left: first the calls that only read go, all at once (one
+    replay), then delta debugging (``delta_debug``) cuts what is left until no
+    cut helps or ``time_budget`` seconds have passed.  What is returned always
+    still diverges; ``stopped_at_budget`` says the budget, not the cut, ended it.
+    """
+    deadline = time.monotonic() + time_budget
     last = recording.first_divergence()
     if last is None:
         raise ValueError("the recorded results agree with the spec: nothing to shrink")
-    best = list(range(last + 1))
-    deadline = time.monotonic() + time_budget
-    if recording.still_diverges(best) is None:
-        return best  # the whole prefix resolves no differently when cut; nothing to cut safely
-    return delta_debug(best, recording.still_diverges, deadline, keep_last=True)
+    best = recording.still_diverges(range(last + 1))
+    if best is None:
+        return Shrunk(list(range(last + 1)), False)  # the whole prefix resolves no differently when cut; nothing to cut safely
+    steps = recording.trace.steps
+    without_reads = [index for index in best if index == last or steps[index].call.op not in READS_ONLY]
+    if len(without_reads) < len(best):
+        best = recording.still_diverges(without_reads) or best
+    best = delta_debug(best, recording.still_diverges, deadline, keep_last=True)
+    return Shrunk(best, time.monotonic() >= deadline)
