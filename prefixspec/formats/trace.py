@@ -297,7 +297,12 @@ def read_trace_bytes(path: str | Path) -> bytes:
     wait for ever; it is read in pieces, so an endless file ends at the limit
     with a clear message instead of running out of memory.
     """
+    if not str(path).strip():
+        raise UsageError(f"a trace file is needed, and {str(path)!r} names none")
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UsageError(f"{path} is a folder, not a trace file")
     with os.fdopen(fd, "rb", buffering=0) as file:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             readable, _, _ = select.select([fd], [], [], PIPE_WAIT)
