@@ -96,13 +96,14 @@ class Steps(Sequence["Step"]):
         piece = self.pieces[where]
         if not isinstance(piece, Repeat):
             return piece
-        return copy_of(piece.body[(index - self.starts[where]) % len(piece.body)], index)
+        return copy_of(piece.body, (index - self.starts[where]) % len(piece.body), index)
 
     def __iter__(self) -> Iterator[Step]:
         for start, piece in zip(self.starts, self.pieces):
             if isinstance(piece, Repeat):
-                for index, step in enumerate(itertools.chain.from_iterable(itertools.repeat(piece.body, piece.count)), start):
-                    yield copy_of(step, index)
+                offsets = itertools.chain.from_iterable(itertools.repeat(range(len(piece.body)), piece.count))
+                for index, offset in enumerate(offsets, start):
+                    yield copy_of(piece.body, offset, index)
             else:
                 yield piece
 
@@ -111,11 +112,22 @@ class Steps(Sequence["Step"]):
         return any(isinstance(piece, Repeat) for piece in self.pieces)
 
 
-def copy_of(step: Step, index: int) -> Step:
-    """The copy of a block's ``step`` at 0-based ``index`` in the trace: named for its position when it names a node."""
-    if step.call.name != POSITIONAL:
-        return step
-    return dataclasses.replace(step, call=dataclasses.replace(step.call, name=copy_name(index)))
+def copy_of(body: Sequence[Step], offset: int, index: int) -> Step:
+    """The copy of ``body[offset]`` at 0-based ``index`` in the trace: named for its position when it names a node,
+    its handle ``n*`` the name of the copy of the latest naming call above it in the body."""
+    step = body[offset]
+    call = step.call
+    if POSITIONAL in call.handles:
+        above = latest_named(body, offset)
+        call = call.with_handles(lambda handle: copy_name(index - offset + above) if handle == POSITIONAL else handle)
+    if call.name == POSITIONAL:
+        call = dataclasses.replace(call, name=copy_name(index))
+    return step if call is step.call else dataclasses.replace(step, call=call)
+
+
+def latest_named(body: Sequence[Step], offset: int) -> int:
+    """The offset of the latest call above ``offset`` in ``body`` that names a node (``n*``); -1 when none does."""
+    return next((above for above in range(offset - 1, -1, -1) if body[above].call.name == POSITIONAL), -1)
 
 
 class PositionalNames:
@@ -170,7 +182,7 @@ def fold(steps: Sequence[Step]) -> Steps:
     most first, the shortest among equals.  Linear in the number of steps for
     each body length tried.
     """
-    keys = _keys(steps)
+    absolute, relative, back = _keys(steps)
     pieces: list[Step | Repeat] = []
     index = 0
     total = len(steps)
@@ -179,9 +191,13 @@ def fold(steps: Sequence[Step]) -> Steps:
         for length in range(1, LONGEST_BODY + 1):
             if index + 2 * length > total:
                 break
-            body = keys[index : index + length]
+            # A handle of the latest naming call inside the body is written n* (each copy names its own); one of a
+            # call above the body is written as it is (every copy names that one).
+            keys = [relative if 0 < back[index + offset] <= offset else absolute for offset in range(length)]
             count = 1
-            while index + (count + 1) * length <= total and keys[index + count * length : index + (count + 1) * length] == body:
+            while index + (count + 1) * length <= total and all(
+                keys[offset][index + count * length + offset] == keys[offset][index + offset] for offset in range(length)
+            ):
                 count += 1
             saved = length * (count - 1) - 2
             if saved > best_saved:
@@ -191,31 +207,54 @@ def fold(steps: Sequence[Step]) -> Steps:
             index += 1
             continue
         best_count = min(best_count, LARGEST_REPEAT)
-        template = tuple(_template(steps[position], position) for position in range(index, index + best_length))
+        template = tuple(
+            _template(steps[index + offset], index + offset, back[index + offset] if back[index + offset] <= offset else 0)
+            for offset in range(best_length)
+        )
         pieces.append(Repeat(best_count, template))
         index += best_length * best_count
     return Steps(pieces)
 
 
-def _template(step: Step, index: int) -> Step:
-    if step.call.name and step.call.name == copy_name(index):
-        return dataclasses.replace(step, call=dataclasses.replace(step.call, name=POSITIONAL))
-    return step
+def _template(step: Step, index: int, back: int) -> Step:
+    """``step`` as a block's body writes it: its own name and its handle of the latest naming call ``n*``."""
+    call = step.call
+    if back:
+        own = copy_name(index - back)
+        call = call.with_handles(lambda handle: POSITIONAL if handle == own else handle)
+    if call.name and call.name == copy_name(index):
+        call = dataclasses.replace(call, name=POSITIONAL)
+    return dataclasses.replace(step, call=call)
 
 
-def _keys(steps: Sequence[Step]) -> list[int]:
-    """One number per step, equal for steps a block may repeat (``fold``); a step named otherwise than by its
-    position is a number of its own: its copies could not all carry its name."""
-    numbers: dict[tuple[str, str | None], int] = {}
-    keys: list[int] = []
+def _keys(steps: Sequence[Step]) -> tuple[list[int], list[int], list[int]]:
+    """Two numbers per step, equal for steps a block may repeat (``fold``): the first with its handles as written,
+    the second with its handle of the latest naming call written ``n*``; and how far back that call is (0 when the
+    step names no handle of it).
+
+    A step named otherwise than by its position is a number of its own: its
+    copies could not all carry its name.
+    """
+    numbers: dict[tuple[str, str | None, int], int] = {}
+    absolute: list[int] = []
+    relative: list[int] = []
+    backs: list[int] = []
     unique = itertools.count(-1, -1)
+    latest = -1
     for index, step in enumerate(steps):
+        back = index - latest if latest >= 0 and copy_name(latest) in step.call.handles else 0
+        backs.append(back)
         if step.call.name and step.call.name != copy_name(index):
-            keys.append(next(unique))
-            continue
-        text = dataclasses.replace(step.call, name=POSITIONAL if step.call.name else "").text()
-        keys.append(numbers.setdefault((text, step.expected), len(numbers)))
-    return keys
+            absolute.append(next(unique))
+            relative.append(next(unique))
+        else:
+            plain = _template(step, index, 0).call.text()
+            absolute.append(numbers.setdefault((plain, step.expected, 0), len(numbers)))
+            own = _template(step, index, back).call.text()
+            relative.append(numbers.setdefault((own, step.expected, back), len(numbers)) if back else absolute[-1])
+        if step.call.name:
+            latest = index
+    return absolute, relative, backs
 
 
 def named_by_position(steps: Sequence[Step]) -> list[Step]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefixspec.errors import UsageError
-from prefixspec.formats.repeats import LARGEST_CALLS, LARGEST_REPEAT, POSITIONAL, PositionalNames, Repeat, Steps, clash, copy_name, numbered
+from prefixspec.formats.repeats import LARGEST_CALLS, LARGEST_REPEAT, POSITIONAL, PositionalNames, Repeat, Steps, clash, copy_name, latest_named, numbered
 from spec.api import RULE_PRESETS, CacheFactory, InvalidArgument, NodeId, PrefixCache, Rules, TargetFailure, checked_block_size, parse_rules
 from prefixspec.vocabulary import (
     Call,
@@ -157,6 +157,10 @@ def parse_trace(text: str) -> Trace:
     return reader.trace_read()
 
 
+_COPY_HANDLE = "n_copy_"
+"""What a handle ``n*`` is read as (``parse_call`` reads names only), then written back."""
+
+
 class _Reader:
     """The state of reading a trace line by line: the header, the names given so far, an open repeat block."""
 
@@ -235,10 +239,21 @@ class _Reader:
         positional = stripped.startswith(POSITIONAL) and stripped[len(POSITIONAL) :].lstrip().startswith("=")
         if positional and self.block is None:
             raise TraceFormatError(number, f"a call is named {POSITIONAL!r} only inside a repeat block")
-        step = parse_step("n" + stripped[len(POSITIONAL) :] if positional else stripped, number)
+        text = "n" + stripped[len(POSITIONAL) :] if positional else stripped
+        call_text, arrow, result = text.partition("->")
+        words = call_text.split()
+        copies_handle = POSITIONAL in words and _COPY_HANDLE not in text
+        if copies_handle:
+            text = " ".join(_COPY_HANDLE if word == POSITIONAL else word for word in words) + arrow + result
+        step = parse_step(text, number)
         for handle in step.call.handles:
-            if handle not in self.names and not self.positional.gives(handle) and not self.earlier_in_block(handle):
+            if handle == _COPY_HANDLE and copies_handle:
+                if self.block is None or latest_named(self.block, len(self.block)) < 0:
+                    raise TraceFormatError(number, f"the handle {POSITIONAL!r} names the latest call named {POSITIONAL!r} above it in its repeat block, and there is none")
+            elif handle not in self.names and not self.positional.gives(handle) and not self.earlier_in_block(handle):
                 raise TraceFormatError(number, f"handle {handle!r} is not named by an earlier line")
+        if copies_handle:
+            step = dataclasses.replace(step, call=step.call.with_handles(lambda handle: POSITIONAL if handle == _COPY_HANDLE else handle))
         if positional:
             step = dataclasses.replace(step, call=dataclasses.replace(step.call, name=POSITIONAL))
         elif step.call.name:
