@@ -246,3 +246,66 @@ def test_the_command_says_the_budget_stopped_the_cut(tmp_path: Path, capsys: pyt
     assert main(["verify", str(tmp_path / "run.shrunk.trace")]) == 1
     assert main(["verify", str(path), "--shrink", "--time-budget", "600"]) == 1
     assert "stopped at its time budget" not in capsys.readouterr().out  # negative control: a cut that finished
+
+
+def engine_recording(steps: int) -> Recording:
+    """An engine run recorded on impl, its last count recorded one too high."""
+    import io
+    import random
+
+    from prefixspec.running.engine import Engine, Workload
+    from prefixspec.targets.recording import RecordingCache
+
+    out = io.StringIO()
+    recorder = RecordingCache(impl.RadixCache(2), out, title="an engine run")
+    engine = Engine(recorder, Workload(block_size=2, pool_size=24), prompt_seed=5)
+    rng = random.Random(5)
+    for _ in range(steps):
+        engine.step(rng)
+    recorder.cached_blocks()
+    trace = parse_trace(out.getvalue())
+    last = trace.steps[-1]
+    trace.steps = [*trace.steps[:-1], Step(last.call, str(int(last.expected or "0") + 1), last.line)]
+    return Recording.of(trace)
+
+
+def cuts_of(recording: Recording, count: int) -> list[list[int]]:
+    """``count`` cuts as delta debugging makes them: the whole prefix less one piece, some of them ever shorter."""
+    import random
+
+    rng = random.Random(3)
+    whole = list(range(len(recording.trace.steps)))
+    cuts = []
+    for _ in range(count):
+        start = rng.randrange(len(whole) - 1)
+        cuts.append(whole[:start] + whole[start + rng.randrange(1, 40) :])
+        if rng.random() < 0.3:
+            cuts.append(whole[: len(whole) - 1 - rng.randrange(3)] + whole[-1:])
+    return cuts
+
+
+def test_a_cut_walked_from_a_checkpoint_is_judged_as_a_fresh_replay_judges_it() -> None:
+    recording = engine_recording(300)
+    assert recording.still_diverges(range(len(recording.trace.steps))) is not None
+    fresh = Recording.of(recording.trace)
+    for cut in cuts_of(recording, 60):
+        answer = recording.still_diverges(cut)
+        assert answer == Recording.of(recording.trace).still_diverges(cut), cut
+    assert recording.checkpoints.saved, "no cut was walked from a checkpoint: the gate compared nothing"
+    assert fresh.checkpoints.saved == []
+
+
+def test_the_checkpoint_gate_sees_a_checkpoint_of_another_cut() -> None:
+    """Negative control: a checkpoint planted from a walk of other calls makes the answers differ."""
+    recording = engine_recording(300)
+    whole = list(range(len(recording.trace.steps)))
+    recording.still_diverges(whole)
+    recording.still_diverges(whole[:-200] + whole[-1:])  # walks the first calls again: saves checkpoints
+    assert recording.checkpoints.saved
+    planted = recording.new_walk()
+    for index in whole[: len(whole) // 3]:  # another history: every third call of the first third
+        if index % 3 == 0:
+            recording.take(planted, index, last=False)
+    recording.checkpoints.saved = [(position, planted) for position, _ in recording.checkpoints.saved]
+    differs = [cut for cut in cuts_of(recording, 60) if recording.still_diverges(cut) != Recording.of(recording.trace).still_diverges(cut)]
+    assert differs
