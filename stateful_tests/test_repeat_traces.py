@@ -19,6 +19,8 @@ from prefixspec.formats.repeats import LARGEST_CALLS, LARGEST_REPEAT, Repeat, St
 from prefixspec.formats.trace import Step, Trace, parse_trace, read_trace, record
 from prefixspec.running.engine import Engine, Workload
 from prefixspec.running.recorded import READS_ONLY, Recording, shrink_within
+from prefixspec.running.lockstep import Disagreement
+from prefixspec.running.shrink import counterexample_trace
 from prefixspec.running.stages import RunPlan, run_stage
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, load_mutant, read_catalogue
 from prefixspec.targets.recording import RecordingCache
@@ -46,16 +48,16 @@ def texts(trace: Trace) -> list[str]:
 
 def test_a_folded_trace_reads_back_as_the_calls_it_folds() -> None:
     original = history(300)
-    folded = Trace(1, fold(named_by_position(original.steps)))
+    folded = Trace(1, fold(named_by_position(original.steps)[0]))
     text = folded.text()
     assert text.startswith("prefixspec-trace 2\n") and "repeat 300 {" in text
     assert len(text.splitlines()) <= 12, text
-    assert texts(parse_trace(text)) == texts(Trace(1, named_by_position(original.steps)))
+    assert texts(parse_trace(text)) == texts(Trace(1, named_by_position(original.steps)[0]))
 
 
 def test_the_round_trip_gate_sees_a_count_off_by_one() -> None:
     """Negative control: the comparison above fails when a block's count is planted wrong."""
-    folded = fold(named_by_position(history(300).steps))
+    folded = fold(named_by_position(history(300).steps)[0])
     planted = Steps([replace(piece, count=piece.count - 1) if isinstance(piece, Repeat) else piece for piece in folded.pieces])
     assert texts(parse_trace(Trace(1, planted).text())) != texts(parse_trace(Trace(1, folded).text()))
 
@@ -70,12 +72,12 @@ def test_only_calls_named_for_their_position_fold() -> None:
     """``n7 = match`` at the first position cannot be a copy: its name would not survive the expansion."""
     steps = [Step(parse_call(f"m{index} = match [1]", 1), "0 [] root") for index in range(5)]
     assert not fold(steps).folded()
-    assert fold(named_by_position(steps)).folded()
+    assert fold(named_by_position(steps)[0]).folded()
 
 
 def test_renaming_by_position_renames_the_handles_and_results_that_name_a_node() -> None:
     trace = parse_trace("prefixspec-trace 1\nblock_size 1\nx = insert [1 2] [10 11] -> new []\ny = match [1 2 3] -> 2 [10 11] x\nlock y -> ok\n")
-    assert [step.text() for step in named_by_position(trace.steps)] == [
+    assert [step.text() for step in named_by_position(trace.steps)[0]] == [
         "n1 = insert [1 2] [10 11] -> new []",
         "n2 = match [1 2 3] -> 2 [10 11] n1",
         "lock n2 -> ok",
@@ -123,7 +125,7 @@ def test_the_memory_gate_sees_a_reading_that_writes_the_copies_out() -> None:
 
 def test_a_folded_trace_replays_on_the_spec_and_beside_a_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "folded.trace"
-    path.write_text(Trace(1, fold(named_by_position(history(200).steps))).text())
+    path.write_text(Trace(1, fold(named_by_position(history(200).steps)[0])).text())
     assert main(["replay", str(path)]) == 0
     assert main(["replay", str(path), "--target", "impl:RadixCache"]) == 0
     assert main(["verify", str(path)]) == 0
@@ -307,3 +309,11 @@ def test_the_checkpoint_gate_sees_a_checkpoint_of_another_cut() -> None:
     recording.checkpoints.saved = [(position, pickle.dumps(planted)) for position, _ in recording.checkpoints.saved]
     differs = [cut for cut in cuts_of(recording, 60) if recording.still_diverges(cut) != Recording.of(recording.trace).still_diverges(cut)]
     assert differs
+
+
+def test_a_counterexamples_header_names_nodes_as_its_lines_do() -> None:
+    run = parse_trace("prefixspec-trace 1\nblock_size 1\nx = insert [1 2] [10 11] -> new []\ny = match [1 2 3] -> 2 [10 11] x\n")
+    disagreement = Disagreement(run, "result", "2 [10 11] x", "1 [10] x", "R3")
+    written = counterexample_trace(1, run.calls(), disagreement, "title", "prefixspec replay IT").text()
+    assert "#   spec:  2 [10 11] n1\n#   cache: 1 [10] n1\n" in written and "n2 = match [1 2 3] -> 2 [10 11] n1" in written, written
+    assert " x" not in written.split("block_size")[1]  # negative control: the old name is gone from every line

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
-from prefixspec.vocabulary import result_node
+from prefixspec.vocabulary import Call, result_node
 
 if TYPE_CHECKING:
     from prefixspec.formats.trace import Step
@@ -257,21 +257,26 @@ def _keys(steps: Sequence[Step]) -> tuple[list[int], list[int], list[int]]:
     return absolute, relative, backs
 
 
-def named_by_position(steps: Sequence[Step]) -> list[Step]:
+def named_by_position(steps: Sequence[Step]) -> tuple[list[Step], dict[str, str]]:
     """``steps`` with every naming call renamed ``copy_name`` of its position, and every handle and result that
-    names its node renamed alike: the same calls, written so that ``fold`` may fold runs of them."""
+    names its node renamed alike (the same calls, written so that ``fold`` may fold runs of them); and the names
+    given, old to new."""
     renamed: dict[str, str] = {}
     written: list[Step] = []
     for index, step in enumerate(steps):
         call = step.call.with_handles(lambda handle: renamed.get(handle, handle))
-        expected = step.expected
-        if expected is not None:
-            parts = result_node(call.kind, expected)
-            if parts is not None:
-                before, node, after = parts
-                expected = before + renamed.get(node, node) + after
+        expected = None if step.expected is None else renamed_result(call, step.expected, renamed)
         if call.name:
             renamed[call.name] = copy_name(index)
             call = dataclasses.replace(call, name=copy_name(index))
         written.append(dataclasses.replace(step, call=call, expected=expected))
-    return written
+    return written, renamed
+
+
+def renamed_result(call: Call, result: str, renamed: dict[str, str]) -> str:
+    """``result`` of ``call`` with the node it names renamed by ``renamed`` (old names to new)."""
+    parts = result_node(call.kind, result)
+    if parts is None:
+        return result
+    before, node, after = parts
+    return before + renamed.get(node, node) + after
