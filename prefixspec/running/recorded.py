@@ -319,22 +319,23 @@ def shrink(recording: Recording, *, time_budget: float = 60.0) -> list[int]:
 def shrink_within(recording: Recording, *, time_budget: float = 60.0) -> Shrunk:
     """The fewest step indices, in order and ending at the first divergence, on which the recording still diverges.
 
-    Each candidate cut replays the spec on the calls kept, so a cut costs the
-    length of what is left: first the calls that only read go, all at once (one
-    replay), then delta debugging (``delta_debug``) cuts what is left until no
-    cut helps or ``time_budget`` seconds have passed.  What is returned always
+    First the calls that only read go, all at once (one replay), then delta
+    debugging (``delta_debug``) cuts what is left until no cut helps or
+    ``time_budget`` seconds have passed; each cut it tries is replayed from the
+    latest checkpoint of the best cut so far before its removed piece
+    (``still_diverges``).  What is returned always
     still diverges; ``stopped_at_budget`` says the budget, not the cut, ended it.
     """
     deadline = time.monotonic() + time_budget
     last = recording.first_divergence()
     if last is None:
         raise ValueError("the recorded results agree with the spec: nothing to shrink")
-    best = recording.still_diverges(range(last + 1))
+    steps = recording.trace.steps
+    without_reads = [index for index in range(last + 1) if index == last or steps[index].call.op not in READS_ONLY]
+    # The reads' cut is tried first: it diverges whenever the whole prefix does (the reads change nothing), so the
+    # whole prefix is walked only when it does not.
+    best = recording.still_diverges(without_reads) or recording.still_diverges(range(last + 1))
     if best is None:
         return Shrunk(list(range(last + 1)), False)  # the whole prefix resolves no differently when cut; nothing to cut safely
-    steps = recording.trace.steps
-    without_reads = [index for index in best if index == last or steps[index].call.op not in READS_ONLY]
-    if len(without_reads) < len(best):
-        best = recording.still_diverges(without_reads) or best
     best = delta_debug(best, recording.still_diverges, deadline, keep_last=True)
     return Shrunk(best, time.monotonic() >= deadline)
