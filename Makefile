@@ -10,7 +10,7 @@ export HYPOTHESIS_PROFILE ?= ci
 help:
 	@echo "make check     - the main job: check impl.RadixCache against the spec (ci profile)"
 	@echo "make test      - mypy --strict, then the whole test suite (ci profile)"
-	@echo "make deep      - long exploration: prefixspec check --profile deep (example database in .hypothesis/), then make installed"
+	@echo "make deep      - long exploration: prefixspec check --profile deep (example database in .hypothesis/), then every test marked deep (make test runs their short forms; make installed among them)"
 	@echo "make installed - the wheel in a fresh venv, README's pytest file in a scratch project on a correct and a broken cache (minutes)"
 	@echo "make hunt      - plant the seed's twelve bugs in impl/ and show what catches each"
 	@echo "make fuzz      - the long fuzz campaign of the command line: 10,000 hostile cases, counted (about 20 min)"
@@ -50,7 +50,7 @@ fixtures: $(STAMP)
 # The long exploration: both machines, thousands of examples, failures kept in .hypothesis/.
 deep: $(STAMP)
 	$(BIN)/prefixspec check --profile deep --out counterexamples/deep
-	$(MAKE) installed
+	$(BIN)/pytest -q -n 2 --dist loadgroup --durations=10 -m deep
 
 # The tests marked deep (pyproject.toml), kept out of make test: the wheel built and installed
 # in a fresh venv, README's pytest file run from it on a correct and a broken cache, times printed.

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.replay import median
+from bench.workload import OP_NAMES
 
 TARGET_TOTAL = 1.5
 TARGET_MATCH = 1.3
 TARGET_EVICT = 1.5
 TARGET_MEMORY = 8.0
-OPS = ("match", "insert", "lock", "unlock", "evict")
 
 
 def spread(values: list[float], digits: int = 2, unit: str = "") -> str:
@@ -260,16 +260,16 @@ def render(results: dict[str, Any], raw: Path, *, has_plots: bool) -> str:
         )
         add(f"Cross-check: {checks}.")
         add("")
-        add("| cache | " + " | ".join(OPS) + " | total (s) | read floor (s) | total / floor | match / floor |")
-        add("|---|" + "---|" * (len(OPS) + 4))
+        add("| cache | " + " | ".join(OP_NAMES) + " | total (s) | read floor (s) | total / floor | match / floor |")
+        add("|---|" + "---|" * (len(OP_NAMES) + 4))
         for cache, runs in entry["replays"].items():
             diverged = [run["divergence"] for run in runs if run["divergence"]]
             if diverged:
-                add(f"| {cache} | diverged: {diverged[0]} |" + " |" * (len(OPS) + 3))
+                add(f"| {cache} | diverged: {diverged[0]} |" + " |" * (len(OP_NAMES) + 3))
                 continue
             add(
                 f"| {cache} | "
-                + " | ".join(spread(per_call_us(runs, op), 1) for op in OPS)
+                + " | ".join(spread(per_call_us(runs, op), 1) for op in OP_NAMES)
                 + f" | {spread(totals_s(runs), 3)} | {spread(totals_s(runs, floor=True), 3)} | {spread(ratios(runs))} | {spread(ratios(runs, 'match'))} |"
             )
         add("")
@@ -283,10 +283,10 @@ def render(results: dict[str, Any], raw: Path, *, has_plots: bool) -> str:
         "replayed on the spec and on impl in alternation:"
     )
     add("")
-    add("| cache | " + " | ".join(OPS) + " | total (s) | total / floor |")
-    add("|---|" + "---|" * (len(OPS) + 2))
+    add("| cache | " + " | ".join(OP_NAMES) + " | total (s) | total / floor |")
+    add("|---|" + "---|" * (len(OP_NAMES) + 2))
     for cache, runs in prefix["replays"].items():
-        add(f"| {cache} | " + " | ".join(spread(per_call_us(runs, op), 1) for op in OPS) + f" | {spread(totals_s(runs), 3)} | {spread(ratios(runs))} |")
+        add(f"| {cache} | " + " | ".join(spread(per_call_us(runs, op), 1) for op in OP_NAMES) + f" | {spread(totals_s(runs), 3)} | {spread(ratios(runs))} |")
     spec_over_impl = [s / i for s, i in zip(totals_s(prefix["replays"]["spec"]), totals_s(prefix["replays"]["impl"]))]
     add("")
     add(f"The spec takes {spread(spec_over_impl, 0)} times impl's time on these calls, and the gap grows with the cache.")
@@ -437,7 +437,7 @@ def analysis(results: dict[str, Any]) -> list[str]:
         evicts = recording["calls_by_op"]["evict"] / requests
         blocks_matched = recording["hit_tokens"] / requests / 16
         blocks_evicted = recording["evicted_blocks"] / requests
-        per_op = {op: median(per_call_us(runs, op)) if per_call_us(runs, op) else 0.0 for op in OPS}
+        per_op = {op: median(per_call_us(runs, op)) if per_call_us(runs, op) else 0.0 for op in OP_NAMES}
         tree_share = total - (read if read is not None else 0.0)
         profile = results.get("profile", {}).get(name)
         largest = ""

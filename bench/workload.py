@@ -36,9 +36,11 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from spec.api import PrefixCache
+from prefixspec.vocabulary import COMMANDS
 
-MATCH, INSERT, LOCK, UNLOCK, EVICT = range(5)
-OP_NAMES = ("match", "insert", "lock", "unlock", "evict")
+OP_NAMES: tuple[str, ...] = COMMANDS
+"""A call's op code is its place among the calls of the table that take arguments: the calls an engine makes."""
+MATCH, INSERT, LOCK, UNLOCK, EVICT = map(OP_NAMES.index, ("match", "insert", "lock", "unlock", "evict"))
 ROOT_REF = -1
 """The node reference of the root in expected results."""
 

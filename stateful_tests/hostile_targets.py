@@ -19,6 +19,7 @@ from typing import cast
 
 from impl import RadixCache
 from spec.api import Namespace, BlockId, Inserted, NodeId, NodeView, PrefixMatch, PrefixStats, Snapshot
+from stateful_tests.hostile_dunders import DUNDERS
 
 PRINTED = "a line the cache printed on stdout " * 4
 """What ``prints_in_every_call`` prints, about 140 characters a call."""
@@ -157,6 +158,25 @@ class MemoryErrorInInsert(RadixCache):
         raise MemoryError("out of KV blocks")
 
 
+HUGE = 25 << 20
+"""Characters of a huge answer (25 MiB): a message, or the text of a result, far past any line a report holds."""
+
+
+class HugeMessageInMatch(RadixCache):
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
+        raise ValueError("m" * HUGE)
+
+
+_HUGE_ID = 10**18
+_HUGE_IDS = [_HUGE_ID] * (HUGE // len(f"{_HUGE_ID} "))
+"""HUGE characters as text in 1.3 million ids, made once: the call itself stays fast, under any --timeout."""
+
+
+class HugeResultInEvict(RadixCache):
+    def evict(self, n_blocks: int) -> list[BlockId]:
+        return super().evict(n_blocks) + _HUGE_IDS
+
+
 class _AttributesRaise(RadixCache):
     """Every attribute that is not the interface's raises (``prefixspec_features``, ``take_events``): a cache with a hostile ``__getattr__``."""
 
@@ -209,6 +229,9 @@ class Hostile:
     """Exit status of ``prefixspec check`` (and of ``replay --target`` of the golden trace)."""
     words: str
     """Words the report (stdout) or the one-line error (stderr) holds."""
+    checked: bool = True
+    """The fuzz runs ``check`` of it too, not only ``replay`` (False: the replay shows the same guard, a check
+    of it costs minutes, as a 25 MiB answer does in every stage, or tens of seconds a case, for a family of many)."""
 
 
 HOSTILE: dict[str, Hostile] = {
@@ -230,16 +253,24 @@ HOSTILE: dict[str, Hostile] = {
     "block_size_text": Hostile(_factory(BlockSizeText), 1, "block_size returned a str"),
     "snapshot_none": Hostile(_factory(SnapshotNone), 1, "snapshot returned NoneType"),
     "snapshot_dict": Hostile(_factory(SnapshotDict), 1, "snapshot returned dict"),
-    "snapshot_equality_raises": Hostile(_factory(SnapshotEqualityRaises), 1, "cannot compare"),
+    "snapshot_equality_raises": Hostile(_factory(SnapshotEqualityRaises), 1, "snapshot returned RaisingEquality, not a Snapshot"),
     "snapshot_nodes_none": Hostile(_factory(SnapshotNodesNone), 1, "snapshot"),
     "unprintable_error_in_match": Hostile(_factory(UnprintableErrorInMatch), 1, "crash UnprintableError"),
     "recurses_in_match": Hostile(_factory(RecursesInMatch), 1, "crash RecursionError"),
     "memory_error_in_insert": Hostile(_factory(MemoryErrorInInsert), 1, "crash MemoryError"),
     "fails_after_two_caches": Hostile(fails_after_two_caches, 1, "when asked for a cache"),
     "returns_none": Hostile(returns_none, 2, "lacks"),
+    "huge_message_in_match": Hostile(_factory(HugeMessageInMatch), 1, "more characters cut", checked=False),
+    "huge_result_in_evict": Hostile(_factory(HugeResultInEvict), 1, "more characters cut", checked=False),
     "attributes_raise": Hostile(_factory(_AttributesRaise), 2, "RuntimeError: no prefixspec_features here"),
 }
 """Every misbehaving target by factory name, with its documented outcome."""
+
+
+HOSTILE.update(
+    {name: Hostile(factory, status, words, checked=False) for name, (factory, status, words) in DUNDERS.items()}
+)  # by replay alone in the fuzz: the guard is the same in a check, and the family is 18 cases
+
 
 
 def __getattr__(name: str) -> Callable[[int], object]:
@@ -294,8 +325,10 @@ def _end_process(how: str) -> None:
     if how == "chdir":
         os.chdir("/")
     if how == "wait":
-        with open(os.environ["HOSTILE_MARK"], "w", encoding="utf-8") as mark:
+        written = os.environ["HOSTILE_MARK"] + ".part"
+        with open(written, "w", encoding="utf-8") as mark:
             mark.write(str(os.getpid()))
+        os.replace(written, os.environ["HOSTILE_MARK"])  # whole or not there: a test that sees it reads the pid
         time.sleep(3600)
 
 

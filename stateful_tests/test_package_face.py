@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def modules_loaded_by(statement: str) -> list[str]:
     """The modules a fresh interpreter loads for ``statement``, beyond those it starts with."""
     program = f"import sys; before = set(sys.modules); {statement}; print(__import__('json').dumps(sorted(set(sys.modules) - before)))"
-    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=600, check=True)  # a hang guard, not a budget
     loaded: list[str] = json.loads(done.stdout)
     return loaded
 
@@ -27,7 +27,7 @@ def ours(modules: list[str]) -> list[str]:
 def test_the_vocabulary_alone_loads_no_hypothesis_and_no_checker() -> None:
     loaded = modules_loaded_by("import prefixspec.vocabulary")
     assert not [name for name in loaded if name.split(".")[0] == "hypothesis"]
-    assert ours(loaded) == ["prefixspec", "prefixspec.vocabulary", "spec", "spec.api"]
+    assert [name for name in ours(loaded) if not name.startswith("prefixspec.vocabulary.")] == ["prefixspec", "prefixspec.vocabulary", "spec", "spec.api"]
     assert len(loaded) < 80, loaded  # 271 modules (79 of Hypothesis) when the face imported the stages eagerly
 
 

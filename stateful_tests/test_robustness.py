@@ -24,6 +24,7 @@ from prefixspec.exit_status import ExitStatus
 from prefixspec.shipped import GOLDEN_TRACE
 from stateful_tests.fuzzing.plans import SERVE
 from stateful_tests.hostile_targets import HOSTILE, PRINTED
+from stateful_tests.leftovers import end_marked, marked, unique_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = str(GOLDEN_TRACE)
@@ -62,11 +63,17 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def gone_soon(pid: int) -> bool:
-    deadline = time.monotonic() + 60  # a guard against waiting for ever, not a budget: a stopped process is gone at once
-    while alive(pid) and time.monotonic() < deadline:
+def gone_soon(process: int | str) -> bool:
+    """The process ``pid``, or every one holding ``token`` in its command line, gone within a minute (a guard against
+    waiting for ever, not a budget: a stopped process is gone at once)."""
+
+    def there() -> bool:
+        return alive(process) if isinstance(process, int) else bool(marked(process))
+
+    deadline = time.monotonic() + 60
+    while there() and time.monotonic() < deadline:
         time.sleep(0.05)
-    return not alive(pid)
+    return not there()
 
 
 # Trace files ----------------------------------------------------------------------------------------
@@ -169,7 +176,7 @@ def test_p1_p2_a_target_that_exits_or_interrupts_its_own_import_is_usage(behavio
         [sys.executable, "-m", "prefixspec", "check", "stateful_tests.hostile_import:make_cache", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=600,  # a guard against a hang, not a budget: the import exits at once
         cwd=ROOT,
         env={**os.environ, "HOSTILE_IMPORT": behaviour},
     )
@@ -194,7 +201,7 @@ def interruptible(argv: list[str], cwd: Path) -> subprocess.Popen[str]:
 def wait_until_running(pid: int) -> None:
     """Until the command has started its supervised child (its imports and options done): counted, not timed."""
     children = Path(f"/proc/{pid}/task/{pid}/children")
-    for _ in range(1200):
+    for _ in range(6000):  # ten minutes of looks: a guard against a command that never starts, not a budget
         try:
             if children.read_text().split():
                 return
@@ -203,40 +210,57 @@ def wait_until_running(pid: int) -> None:
         time.sleep(0.1)
 
 
+HELPER = unique_seconds(1018)
+"""The engine's helper's sleep: its token ends every one of them after the test, whatever the test saw."""
+
+
 @pytest.mark.parametrize(
     "argv",
     [
         ["check", "--quiet"],
         ["check", f"{HOSTILE_MODULE}:hangs_in_stats", "--quiet", "--timeout", "60"],
-        ["check", "--quiet", "--exec", f"sleep 1018 & echo $! > helper.pid; {SERVE}"],
+        ["check", "--quiet", "--exec", f"sleep {HELPER} & {SERVE}"],
     ],
     ids=["impl", "a hanging target", "an engine with a helper"],
 )
 def test_p1_a_real_ctrl_c_stops_cleanly_with_130(argv: list[str], tmp_path: Path) -> None:
     command = interruptible([*argv, "--out", str(tmp_path / "out")], tmp_path)
-    wait_until_running(command.pid)
-    time.sleep(1)  # inside the run: the golden trace, or the target's hang
-    os.killpg(command.pid, signal.SIGINT)  # the terminal signals the whole foreground group
-    out, err = command.communicate(timeout=30)
-    assert command.returncode == ExitStatus.INTERRUPTED, out + err
-    assert err.strip().splitlines()[-1] == "prefixspec: interrupted (Ctrl-C); the stages that finished are printed above, the one running was dropped"
-    assert out.rstrip().splitlines()[-1].startswith("result: STOPPED, interrupted (Ctrl-C)")
-    assert "Traceback" not in out + err and "FAILED" not in out
-    helper = tmp_path / "helper.pid"
-    if helper.exists():
-        assert gone_soon(int(helper.read_text()))
+    try:
+        wait_until_running(command.pid)
+        time.sleep(1)  # inside the run: the golden trace, or the target's hang
+        os.killpg(command.pid, signal.SIGINT)  # the terminal signals the whole foreground group
+        out, err = command.communicate(timeout=120)  # a guard against a hang, not a budget: the stop itself is STOP_WITHIN
+        assert command.returncode == ExitStatus.INTERRUPTED, out + err
+        assert err.strip().splitlines()[-1] == "prefixspec: interrupted (Ctrl-C); the stages that finished are printed above, the one running was dropped"
+        assert out.rstrip().splitlines()[-1].startswith("result: STOPPED, interrupted (Ctrl-C)")
+        assert "Traceback" not in out + err and "FAILED" not in out
+        assert gone_soon(HELPER)
+    finally:
+        stop_all(command, HELPER)
 
 
 def test_a_sigterm_stops_cleanly_with_143_and_ends_the_engines(tmp_path: Path) -> None:
-    command = interruptible(["check", "--quiet", "--out", str(tmp_path / "out"), "--exec", f"sleep 1019 & echo $! > helper.pid; {SERVE}"], tmp_path)
-    wait_until_running(command.pid)
-    time.sleep(1)
-    os.kill(command.pid, signal.SIGTERM)  # as a CI job's timeout does, to the checker alone
-    out, err = command.communicate(timeout=30)
-    assert command.returncode == ExitStatus.TERMINATED, out + err
-    assert err.strip().splitlines()[-1].startswith("prefixspec: terminated (SIGTERM); the stages that finished are printed above")
-    assert "FAILED" not in out
-    assert gone_soon(int((tmp_path / "helper.pid").read_text()))
+    helper = unique_seconds(1019)
+    command = interruptible(["check", "--quiet", "--out", str(tmp_path / "out"), "--exec", f"sleep {helper} & {SERVE}"], tmp_path)
+    try:
+        wait_until_running(command.pid)
+        time.sleep(1)
+        os.kill(command.pid, signal.SIGTERM)  # as a CI job's timeout does, to the checker alone
+        out, err = command.communicate(timeout=120)  # a guard against a hang, not a budget
+        assert command.returncode == ExitStatus.TERMINATED, out + err
+        assert err.strip().splitlines()[-1].startswith("prefixspec: terminated (SIGTERM); the stages that finished are printed above")
+        assert "FAILED" not in out
+        assert gone_soon(helper)
+    finally:
+        stop_all(command, helper)
+
+
+def stop_all(command: subprocess.Popen[str], helper: str) -> None:
+    """After a test, pass or fail: the command's group and every helper its engines started, ended."""
+    if command.poll() is None:
+        os.killpg(command.pid, signal.SIGKILL)
+        command.communicate()
+    end_marked(helper)
 
 
 def test_p8_a_targets_prints_stay_off_the_report(tmp_path: Path) -> None:
@@ -266,9 +290,9 @@ def test_p9_an_empty_target_is_usage(capsys: pytest.CaptureFixture[str]) -> None
 @pytest.mark.parametrize(
     ("engine", "status"),
     [
-        ("sleep 1014 & echo $! > child.pid; exit 0", 2),
+        ("sleep {helper} & echo $! > child.pid; exit 0", 2),
         (f"{SERVE} --misbehave fork_and_exit --after 5 --pidfile {{folder}}/child.pid", 1),
-        (f"sleep 1015 & echo $! > child.pid; {SERVE}", 0),
+        (f"sleep {{helper}} & echo $! > child.pid; {SERVE}", 0),
     ],
     ids=["a shell that backgrounds sleep and exits", "an engine that forks and exits", "a script that backgrounds a helper"],
 )
@@ -277,9 +301,15 @@ def test_e1_every_process_an_engine_started_is_stopped(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     # --timeout 10: a loaded machine starts the engine and answers its lines well within it; only the forked child's hang waits it out.
-    argv = ["replay", GOLDEN, "--exec", engine.format(folder=shlex.quote(str(tmp_path))), "--timeout", "10", "--start-timeout", "10"]
-    assert run(argv, capsys)[0] == status
-    assert gone_soon(int((tmp_path / "child.pid").read_text()))
+    helper = unique_seconds(1014)
+    argv = ["replay", GOLDEN, "--exec", engine.format(folder=shlex.quote(str(tmp_path)), helper=helper), "--timeout", "10", "--start-timeout", "10"]
+    try:
+        assert run(argv, capsys)[0] == status
+        assert gone_soon(int((tmp_path / "child.pid").read_text()))
+        assert gone_soon(helper)  # each start of the engine started one; the pid file names the last
+    finally:
+        end_marked(helper)
+        end_marked(str(tmp_path))  # the forked engine: its command line names its pid file here
 
 
 @pytest.mark.parametrize("command", ["", "   "])

@@ -66,23 +66,37 @@ def test_strict_keeps_a_split_tails_last_use() -> None:
     assert spec.evict(100) == [11, 12, 20, 21, 10]
 
 
+SHORT_EXAMPLES = {"call machine": 2, "engine machine": 1}
+"""make test's share of the ci profile's examples per preset (Hypothesis's examples: the call machine runs twenty
+call examples for each, ``machines.call_machine_examples``; so 40 of its 240, and one engine example):
+agreement is the promise, and strict runs the whole profile in test_machines; make deep runs the whole profile per preset."""
+
+
+@pytest.mark.parametrize("depth", ["short", pytest.param("full", marks=pytest.mark.deep)])
 @pytest.mark.parametrize("stage", ["call machine", "engine machine"])
 @pytest.mark.parametrize("preset", [name for name in PRESETS if name != "strict"])
-def test_every_preset_passes_the_lockstep_machines_on_impl(preset: str, stage: str) -> None:
-    """The ci profile's call machine; a third of its engine examples (strict runs all twelve in test_machines)."""
+def test_every_preset_passes_the_lockstep_machines_on_impl(preset: str, stage: str, depth: str) -> None:
+    """The ci profile's call machine and a third of its engine examples (make deep), or make test's share of them."""
     rules = RULE_PRESETS[preset]
     plan = replace(RunPlan.of_profile("ci"), rules=rules)
-    if stage == "engine machine":  # a third of the examples: which events they reach moves with the draws, agreement is the promise
+    if depth == "short":  # which events a few examples reach moves with the draws: agreement is the promise
+        plan = replace(plan, base=settings(plan.base, max_examples=SHORT_EXAMPLES[stage]), require_coverage=False)
+    elif stage == "engine machine":  # a third of the examples: which events they reach moves with the draws, agreement is the promise
         plan = replace(plan, base=settings(plan.base, max_examples=4), require_coverage=False)
     result = run_stage(stage, functools.partial(RadixCache, rules=rules), plan)
     assert result.passed, result.failure
 
 
+@pytest.mark.parametrize("depth", ["short", pytest.param("full", marks=pytest.mark.deep)])
 @pytest.mark.parametrize("preset", PRESETS)
-def test_identify_names_the_preset_of_each_impl_variant(preset: str, tmp_path: Path) -> None:
+def test_identify_names_the_preset_of_each_impl_variant(preset: str, depth: str, tmp_path: Path) -> None:
+    """Each variant differs from every other preset with a short counterexample; in full (make deep), identify also
+    runs its own preset's short check, which test_every_preset_passes_the_lockstep_machines_on_impl holds in make test."""
     factory = getattr(variants, preset.replace("-", "_"))
-    verdicts = identify(factory, target_name=preset, base=replace(RunPlan.of_profile("ci"), out_dir=tmp_path))
-    assert [verdict.rules.name for verdict in verdicts if verdict.conforms] == [preset]
+    others = PRESETS if depth == "full" else [name for name in PRESETS if name != preset]
+    verdicts = identify(factory, target_name=preset, base=replace(RunPlan.of_profile("ci"), out_dir=tmp_path), presets=others)
+    assert [verdict.rules.name for verdict in verdicts] == others
+    assert [verdict.rules.name for verdict in verdicts if verdict.conforms] == ([preset] if depth == "full" else [])
     for verdict in verdicts:
         if not verdict.conforms:
             shortest = verdict.shortest

@@ -11,12 +11,17 @@ import json
 import shlex
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from hypothesis import settings
+
 from prefixspec.commands.main import main
 from prefixspec.formats.trace import read_trace
+from prefixspec.running.stages import RunPlan, run_stage
+from prefixspec.targets.pipe import PipeEngine
 
 ROOT = Path(__file__).resolve().parent.parent
 CRATE = ROOT / "examples" / "rust"
@@ -45,8 +50,25 @@ def with_bug(engine: str, bug: str) -> str:
     return f"PREFIXCACHE_BUG={bug} {engine}"
 
 
+SHORT_EXAMPLES = {"golden trace": 1, "call machine": 2, "engine machine": 2, "extremes": 4}
+# Hypothesis's examples: the call machine runs twenty call examples for each (machines.call_machine_examples).
+"""make test's share of the ci profile over the pipe: every stage but scale, which alone is 90,000 round trips
+(make deep runs the whole profile, scale included, in the test below)."""
+
+
+@pytest.mark.parametrize("stage", sorted(SHORT_EXAMPLES))
+def test_the_rust_engine_passes_a_share_of_each_stage_over_the_pipe(engine: str, stage: str, tmp_path: Path) -> None:
+    plan = replace(RunPlan.of_profile("ci"), out_dir=tmp_path, min_engine_steps=1000, require_coverage=False)
+    plan = replace(plan, base=settings(plan.base, max_examples=SHORT_EXAMPLES[stage]))
+    with PipeEngine(engine, 5.0) as pipe:
+        result = run_stage(stage, pipe, plan)
+    assert result.passed, result.failure
+    assert result.calls > 0
+
+
+@pytest.mark.deep
 def test_the_rust_engine_passes_check_exec_in_the_ci_profile(engine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Every stage of ``ci``, the engine examples cut to 1,000 steps: through a pipe a full-length run takes make test's longest 100 s."""
+    """Every stage of ``ci``, the engine examples cut to 1,000 steps (make deep: through a pipe it takes minutes, scale most)."""
     report_file = tmp_path / "report.json"
     argv = ["check", "--exec", engine, "--profile", "ci", "--steps", "1000", "--quiet", "--out", str(tmp_path / "cx"), "--json", str(report_file)]
     status = main(argv)

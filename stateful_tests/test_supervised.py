@@ -30,6 +30,7 @@ from prefixspec.running.stages import STAGES, RunPlan, run_stage
 from prefixspec.targets.named import load_target
 from prefixspec.targets.supervised import announce_stage, supervise
 from prefixspec.shipped import GOLDEN_TRACE
+from stateful_tests.leftovers import end_marked, marked, unique_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = "stateful_tests.hostile_targets:ends_its_process"
@@ -172,14 +173,19 @@ def test_a_stop_in_any_stage_ends_the_run_within_two_seconds_and_prints_what_fin
     mark = tmp_path / "reached"
     env = {"HOSTILE_END": "wait", "HOSTILE_MARK": str(mark), "HOSTILE_STAGE": stage}
     command = stoppable(["check", target, "--quiet", "--profile", "dev", "--timeout", "3600", "--out", str(tmp_path / "out")], tmp_path, env)
-    for _ in range(1200):  # the target writes the mark where it waits (counted, not timed: a loaded machine is slow to get there)
-        if mark.exists() or command.poll() is not None:
-            break
-        time.sleep(0.1)
-    assert mark.exists(), command.communicate()
-    waiting = int(mark.read_text())
-    os.kill(command.pid, signum)
-    out, err = command.communicate(timeout=60)
+    try:
+        for _ in range(6000):  # the target writes the mark where it waits (ten minutes of looks: a guard against a hang, not a budget)
+            if mark.exists() or command.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert mark.exists(), command.communicate()
+        waiting = int(mark.read_text())  # written whole: the target renames it into place
+        os.kill(command.pid, signum)
+        out, err = command.communicate(timeout=600)  # a guard against a hang, not a budget: the child is killed STOP_WITHIN after the stop
+    finally:
+        if command.poll() is None:  # a failed test ends its command and the child, whose group is the child's pid
+            command.send_signal(signal.SIGTERM)
+            command.communicate(timeout=600)
     assert command.returncode == (ExitStatus.INTERRUPTED if signum == signal.SIGINT else ExitStatus.TERMINATED), out + err
     assert "Traceback" not in out + err and "FlakyFailure" not in out + err and "FAILED" not in out
     assert out.rstrip().splitlines()[-1].startswith(f"result: STOPPED") and f"after {finished} finished stage" in out
@@ -192,26 +198,19 @@ def test_a_stop_in_any_stage_ends_the_run_within_two_seconds_and_prints_what_fin
 def test_an_engines_helper_in_a_group_or_session_of_its_own_is_ended(
     make_own: str, reaping: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Every helper of every start of the engine (the replay starts it more than once) by its token in its command
+    line: none alive after a supervised run; in the negative control some outlive it, and are ended here, always."""
     from prefixspec.targets import supervised
 
     if not reaping:
         monkeypatch.setattr(supervised, "_set_subreaper", lambda on: False)
-    own = "setsid sleep 1031" if make_own == "setsid" else f"{shlex.quote(sys.executable)} -c 'import os,time; os.setpgid(0,0); time.sleep(1032)'"
+    seconds = unique_seconds(1031)
+    own = f"setsid sleep {seconds}" if make_own == "setsid" else f"{shlex.quote(sys.executable)} -c 'import os,time; os.setpgid(0,0); time.sleep({seconds})'"
     serve = f"cd {shlex.quote(str(ROOT))} && exec {shlex.quote(sys.executable)} -m stateful_tests.engines.serve"
-    engine = f"{own} & echo $! > {shlex.quote(str(tmp_path / 'helper.pid'))}; {serve}"
-    status, _, _ = run(["replay", str(GOLDEN_TRACE), "--exec", engine, "--timeout", "30"], capsys)
-    assert status == ExitStatus.PASSED
-    helper = int((tmp_path / "helper.pid").read_text())
     try:
-        assert alive(helper) is not reaping
+        status, _, _ = run(["replay", str(GOLDEN_TRACE), "--exec", f"{own} & {serve}", "--timeout", "30"], capsys)
+        assert status == ExitStatus.PASSED
+        assert bool(marked(seconds)) is not reaping
     finally:
-        if alive(helper):
-            os.kill(helper, signal.SIGKILL)
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
+        end_marked(seconds)  # what the negative control shows surviving, and anything a failed run left
+    assert not marked(seconds)

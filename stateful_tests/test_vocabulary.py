@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from spec.api import ID_LIMIT, Inserted, NotLocked, PrefixMatch, PrefixStats, UnknownNode
 from spec.model import SpecCache
 from prefixspec.formats import protocol, trace
-from prefixspec.targets import pipe
+from prefixspec.targets import engine_process
 from spec.api import AllBlocksCleared, BlockRemoved, BlockStored
 from prefixspec.formats.trace import same_outcome
 from prefixspec.vocabulary import (
@@ -78,7 +78,7 @@ def test_trace_protocol_and_pipe_share_one_parser() -> None:
     """There is one reader of calls: the trace, the served engine and the pipe's echo check all use it."""
     assert getattr(trace, "parse_call") is parse_call
     assert getattr(protocol, "parse_call") is parse_call
-    assert getattr(pipe, "parse_call") is parse_call
+    assert getattr(engine_process, "parse_call") is parse_call
 
 
 RESULTS: dict[str, object] = {

@@ -14,10 +14,12 @@ from prefixspec.commands.options import (
     MOST_ENGINE_STEPS,
     add_exec_options,
     add_rules_option,
+    distinct_outputs,
     engine_steps,
     output_file,
     output_folder,
     run_on_target,
+    write_output,
 )
 from prefixspec.exit_status import ExitStatus
 from prefixspec.running.profiles import PROFILE_HELP, PROFILES, load_profile
@@ -47,6 +49,7 @@ def command_check(arguments: argparse.Namespace) -> int:
     output_folder(arguments.out)
     if arguments.json is not None:
         output_file(arguments.json, "--json")
+        distinct_outputs(arguments.out, arguments.json)
         arguments.json = absolute_path(arguments.json)
     arguments.out = absolute_path(arguments.out)
     return run_on_target(arguments, run_and_report)
@@ -65,6 +68,6 @@ def run_and_report(factory: CacheFactory, target_name: str, replay_target: str, 
     )
     report = run_check(factory, target_name=target_name, plan=plan)
     print(report.summary())
-    if arguments.json:
-        Path(arguments.json).write_text(json.dumps(report.as_json(), indent=2) + "\n", encoding="utf-8")
+    if arguments.json and not write_output(arguments.json, json.dumps(report.as_json(), indent=2) + "\n", "--json"):
+        return ExitStatus.USAGE  # the report stands on stdout; a gate that wanted the file learns it is missing
     return ExitStatus.PASSED if report.passed else ExitStatus.FAILED

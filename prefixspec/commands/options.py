@@ -6,10 +6,12 @@ import argparse
 import math
 import os
 import shlex
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from spec.api import RULE_PRESETS, CacheFactory, Rules, parse_rules
+from spec.api import RULE_FIELDS, RULE_PRESETS, CacheFactory, Rules, parse_rules
 from prefixspec.errors import UsageError
 from prefixspec.targets.beacon import mark_stage
 from prefixspec.targets.loading import DEFAULT_TARGET
@@ -51,8 +53,30 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def _dangling(path: Path) -> str:
+    """Where the symbolic link ``path`` points, when it points nowhere; "" otherwise."""
+    if path.is_symlink() and not path.exists():
+        return os.readlink(path)
+    return ""
+
+
+def _writable_folder(folder: Path) -> str:
+    """Why a file cannot be made in the existing ``folder`` ("" when one can): tried, not read from its mode bits.
+
+    ``os.access`` says yes to root everywhere, and to ``/proc`` or a read-only
+    mount; making (and removing) a file is the one answer that holds.
+    """
+    try:
+        descriptor, probe = tempfile.mkstemp(prefix=".prefixspec-probe-", dir=folder)
+    except OSError as error:
+        return error.strerror or type(error).__name__
+    os.close(descriptor)
+    os.unlink(probe)
+    return ""
+
+
 def output_folder(path: str, option: str = "--out") -> Path:
-    """The folder ``option`` names, checked before any work: UsageError when it is a file or cannot be made there.
+    """The folder ``option`` names, checked before any work: UsageError when it is a file, a dangling link, or cannot be made there.
 
     The folder is not made yet: a run that writes nothing leaves none behind.
     Callers keep it as an absolute path (``absolute_path``): a target that
@@ -63,11 +87,15 @@ def output_folder(path: str, option: str = "--out") -> Path:
         raise UsageError(f"{option} {path}: it is a file, not a folder for the counterexamples")
     existing = folder
     while not existing.exists() and existing != existing.parent:
+        pointed = _dangling(existing)
+        if pointed:
+            raise UsageError(f"{option} {path}: {existing} is a symbolic link to {pointed}, which does not exist")
         existing = existing.parent
     if not existing.is_dir():
         raise UsageError(f"{option} {path}: {existing} is a file, so the folder cannot be made")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"{option} {path}: {existing} is not writable")
+    why = _writable_folder(existing)
+    if why:
+        raise UsageError(f"{option} {path}: {existing} is not writable (making a file there failed: {why})")
     return folder
 
 
@@ -77,16 +105,50 @@ def absolute_path(path: str) -> str:
 
 
 def output_file(path: str, option: str) -> Path:
-    """The file ``option`` names, checked before any work: UsageError when it is a folder, or its folder is missing or read-only."""
+    """The file ``option`` names, checked before any work: UsageError when it is a folder, or cannot be written.
+
+    An existing regular file is opened for appending (which changes nothing);
+    a new one is tried by making a file beside it; a device (``/dev/null``)
+    is taken as it is, and a write that fails at the end says so then
+    (``write_output``).
+    """
     file = Path(path)
     if file.is_dir():
         raise UsageError(f"{option} {path}: it is a folder, not a file")
-    folder = file.parent
+    pointed = _dangling(file)
+    target = Path(os.path.realpath(file)) if pointed else file
+    folder = target.parent
     if not folder.is_dir():
-        raise UsageError(f"{option} {path}: there is no folder {folder} to write it in")
-    if not os.access(folder, os.W_OK | os.X_OK) or (file.exists() and not os.access(file, os.W_OK)):
-        raise UsageError(f"{option} {path}: it cannot be written")
+        where = f"it is a symbolic link to {pointed}, and " if pointed else ""
+        raise UsageError(f"{option} {path}: {where}there is no folder {folder} to write it in")
+    if file.is_file():
+        try:
+            with open(file, "a", encoding="utf-8"):
+                pass
+        except OSError as error:
+            raise UsageError(f"{option} {path}: it cannot be written ({error.strerror})") from None
+    elif not file.exists():
+        why = _writable_folder(folder)
+        if why:
+            raise UsageError(f"{option} {path}: it cannot be written in {folder} (making a file there failed: {why})")
     return file
+
+
+def distinct_outputs(folder: str, file: str | None, folder_option: str = "--out", file_option: str = "--json") -> None:
+    """UsageError when the file ``file_option`` names is the folder ``folder_option`` names: one would overwrite the other."""
+    if file is not None and os.path.realpath(folder) == os.path.realpath(file):
+        raise UsageError(f"{file_option} {file} and {folder_option} {folder} name one place: the report would overwrite the folder, or fail to")
+
+
+def write_output(path: str, text: str, option: str) -> bool:
+    """Write ``text`` to the file ``option`` names; False, with a one-line error, when it fails (``/dev/full``): the report on stdout stands."""
+    try:
+        with open(path, "w", encoding="utf-8") as written:
+            written.write(text)
+    except OSError as error:
+        print(f"prefixspec: {option} {path}: the report could not be written there ({error.strerror}); it is printed on stdout alone", file=sys.stderr)
+        return False
+    return True
 
 
 def add_exec_options(parser: argparse.ArgumentParser, what: str) -> None:
@@ -163,11 +225,12 @@ def rule_set(text: str) -> Rules:
 
 def add_rules_option(parser: argparse.ArgumentParser, default: str | None = "strict") -> None:
     presets = ", ".join(RULE_PRESETS)
+    fields = ",".join(f"{rule_field.key}={'|'.join(rule_field.variants)}" for rule_field in RULE_FIELDS)
     parser.add_argument(
         "--rules",
         metavar="RULES",
         type=rule_set,
         default=None if default is None else parse_rules(default),
-        help=f"the rule set the spec follows: a preset ({presets}) or use=path|path+split-tail,evict=lru|lfu|fifo|mru|filo"
+        help=f"the rule set the spec follows: a preset ({presets}) or {fields} (any of them; slru:N for slru's threshold)"
         + (f" (default {default})" if default else " (default: the trace's own rules line)"),
     )

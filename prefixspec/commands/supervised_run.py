@@ -15,11 +15,11 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from spec.api import parse_rules
+from prefixspec.commands.options import write_output
 from prefixspec.exit_status import ExitStatus, stopped_by
-from prefixspec.running.report import CheckReport, StageResult
+from prefixspec.running.report import CheckReport, StageResult, cut_long_lines
 from prefixspec.targets.interrupts import stop_signal
 from prefixspec.targets.loading import DEFAULT_TARGET
 from prefixspec.targets.supervised import Ended, supervise
@@ -42,21 +42,6 @@ def finished_report(arguments: argparse.Namespace, ended: Ended | None) -> Check
     if ended is not None:
         report.stages = [value for kind, value in ended.messages if kind == "stage" and isinstance(value, StageResult)]
     return report
-
-
-LONGEST_REPORT_LINE = 20_000
-"""Characters a line of the report may hold; a longer one (a result of megabytes) is cut, with a note."""
-
-
-def cut_long_lines(report: str) -> str:
-    """``report`` with every line past LONGEST_REPORT_LINE cut, saying how much was left out."""
-    if len(report) <= LONGEST_REPORT_LINE:
-        return report
-    lines = report.split("\n")
-    return "\n".join(
-        line if len(line) <= LONGEST_REPORT_LINE else f"{line[:LONGEST_REPORT_LINE]}... ({len(line) - LONGEST_REPORT_LINE:,} more characters cut from the report)"
-        for line in lines
-    )
 
 
 def _stage_words(stage: str) -> str:
@@ -103,6 +88,6 @@ def run_supervised(arguments: argparse.Namespace, command: Callable[[argparse.Na
     report.stages.append(StageResult(ended.reading.stage, False, 0.0, failure=paragraph, aborted=True))
     print(report.summary())
     json_file = getattr(arguments, "json", None)
-    if json_file:
-        Path(json_file).write_text(json.dumps(report.as_json(), indent=2) + "\n", encoding="utf-8")
+    if json_file and not write_output(json_file, json.dumps(report.as_json(), indent=2) + "\n", "--json"):
+        return ExitStatus.USAGE
     return ExitStatus.FAILED

@@ -24,7 +24,9 @@ from typing import TextIO
 from spec.api import Namespace, NodeId, NodeView, PrefixCache, PrefixCacheError, PrefixStats, Snapshot
 from prefixspec.vocabulary import (
     FEATURES,
+    LONGEST_NUMBER,
     features_of,
+    ints_pattern,
     read_namespace,
     render_namespace,
     RESULT_GRAMMAR,
@@ -60,10 +62,11 @@ def parse_greeting(text: str) -> tuple[str, frozenset[str]]:
     return name.strip(), frozenset(word for word in last[len(FEATURES_WORD) :].split(",") if word in FEATURES)
 
 
-_INTS = r"\[ *((?:[0-9]+ +)*(?:[0-9]+)?) *\]"  # as vocabulary._INTS: no exponential backtracking
-_COPIES = r"((?:\[ *(?:[0-9]+ +)*(?:[0-9]+)? *\])+)"  # one bracket per own block, no space between: R5 dup=keep
+_INTS = ints_pattern(signed=False)
+_BRACKET = ints_pattern(signed=False, group=False)
+_COPIES = f"((?:{_BRACKET})+)"  # one bracket per own block, no space between: R5 dup=keep
 _NODE = rf" +{_INTS} +{_INTS} +([0-9]+)(?: +copies={_COPIES})?(?: +ns=(\S+))?"
-_SNAPSHOT = re.compile(rf"{RESULT_GRAMMAR['stats'][0].pattern} +nodes=([0-9]+)((?:{_NODE})*)(?: +released=(?P<released>\[[0-9 ]*\]))?")
+_SNAPSHOT = re.compile(rf"{RESULT_GRAMMAR['stats'][0].pattern} +nodes=([0-9]+)((?:{_NODE})*)(?: +released=(?P<released>{_BRACKET}))?")
 _SNAPSHOT_NODE = re.compile(_NODE)
 _BRACKETS = re.compile(_INTS)
 SNAPSHOT_SHAPE = (
@@ -96,7 +99,7 @@ def _namespace_word(text: str | None) -> Namespace:
 def _whole(text: str) -> int:
     value = read_int(text)
     if value is None:
-        raise ResultFormatError(f"the number {text[:40]} is not a whole number of at most 4000 digits")
+        raise ResultFormatError(f"the number {text[:40]} is not a whole number of at most {LONGEST_NUMBER} digits")
     return value
 
 

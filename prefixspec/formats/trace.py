@@ -36,6 +36,7 @@ from prefixspec.errors import UsageError
 from prefixspec.formats.repeats import LARGEST_CALLS, LARGEST_REPEAT, POSITIONAL, PositionalNames, Repeat, Steps, clash, copy_name, latest_named, numbered
 from spec.api import RULE_PRESETS, CacheFactory, InvalidArgument, NodeId, PrefixCache, Rules, TargetFailure, checked_block_size, parse_rules
 from prefixspec.vocabulary import (
+    TAKE_EVENTS,
     Call,
     same_events,
     TraceFormatError,
@@ -109,7 +110,7 @@ class Trace:
 
     def driven_steps(self) -> list[Step]:
         """The steps but the ``take_events``: the calls a driver made, where a lockstep takes events after each insert and evict (R13)."""
-        return [step for step in self.steps if step.call.op != "take_events"]
+        return [step for step in self.steps if step.call.op != TAKE_EVENTS.op]
 
 
 # Reading ------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from hypothesis import event as hypothesis_event
 
 from spec.api import ERROR_TYPES, ID_LIMIT, Inserted, Rules, Snapshot
-from prefixspec.vocabulary import Call
+from prefixspec.vocabulary import TAKE_EVENTS, Call
 
 BOUNDARIES = (2**7, 2**8, 2**15, 2**16, 2**31, ID_LIMIT - 1)
 """Where an engine written in C, C++, Rust or Go changes integer type."""
@@ -203,7 +203,7 @@ class Coverage:
         if call.namespace is not None:
             self.note("a namespace other than the default")
             self.note_namespaces(after)
-        if call.op == "take_events":
+        if call.op == TAKE_EVENTS.op:
             self.observe_take(value)
             return
         name = result.split(" ")[0]
@@ -211,7 +211,7 @@ class Coverage:
             self.note(f"refused {call.op}: {name}")
             if name == "UnknownNode":
                 self.note(f"refused {call.op}: UnknownNode (evicted)")  # a lockstep's handles are all this cache's own
-            if call.op in ("insert", "evict") and self._published_since_take:
+            if call.kind.publishes and self._published_since_take:
                 self._refused_after_publishing = True
             return
         if call.op == "insert" and after.stats.inserted_blocks > before.stats.inserted_blocks:

@@ -30,7 +30,7 @@ from spec.model import SpecCache
 from prefixspec.formats.trace import PASSED_ON, CallRunner, Step, Trace, outcome_text, same_outcome
 from prefixspec.running.mirror import Mirror, MirrorError, contents_difference
 from prefixspec.running.observable import OrderReport, eviction_walk, observable_difference, on_one_root_path, order_report
-from prefixspec.vocabulary import TAKE_EVENTS, Call, CallThrough, Unwritable, WrongResult, features_of, render_ints, render_namespace, render_stats
+from prefixspec.vocabulary import BY_OP, TAKE_EVENTS, Call, CallThrough, Unwritable, WrongResult, features_of, render_ints, render_namespace, render_stats
 
 
 class Disagreement(AssertionError):
@@ -66,33 +66,14 @@ class Disagreement(AssertionError):
         )
 
 
-RESULT_RULES: dict[str, str] = {
-    "match": "R3, the longest usable match",
-    "insert": "R5, what insert keeps and hands back",
-    "lock": "R6, locks",
-    "unlock": "R6, locks",
-    "evict": "R8, eviction",
-    "take_events": "R13, the events",
-}
-"""The rule a call's result belongs to; the counters are R9's."""
-
-REFUSAL_RULES: dict[str, str] = {
-    "match": "R1, the arguments",
-    "insert": "R1/R5, the arguments and one owner per block",
-    "lock": "R6, unknown nodes",
-    "unlock": "R6, unknown nodes and NotLocked",
-    "evict": "R1/R8, the eviction count",
-    "take_events": "R13, the events",
-}
-"""The rules that say when a call is refused."""
-
-
 def result_rule(op: str, expected: str, got: str) -> str:
-    """The rule a difference in the result of ``op`` breaks."""
+    """The rule a difference in the result of ``op`` breaks: its refusals' rule when either cache refused it
+    (not by a wrong result), else its result's (the call table's ``rule`` and ``refusal_rule``)."""
     refused = [text for text in (expected, got) if text.split(" ")[0] in ERROR_TYPES or text.startswith("crash ")]
+    kind = BY_OP[op]
     if refused and not any(text.startswith("crash WrongResult") for text in refused):
-        return REFUSAL_RULES.get(op, "R9, the counters")
-    return RESULT_RULES.get(op, "R9, the counters")
+        return kind.refusal_rule
+    return kind.rule
 
 
 def node_label(view: NodeView) -> str:
@@ -224,9 +205,6 @@ def describe_snapshot_difference(
     )
 
 
-CHANGES_CONTENTS = ("insert", "evict")
-"""The calls after which the lockstep takes the target's events: the only calls that publish any (R13)."""
-
 Observer = Callable[[Call, str, object, Snapshot, Snapshot], None]
 
 
@@ -324,7 +302,7 @@ class Lockstep(CallThrough):
                 self.check_snapshots(self.reference, self.target, refused=expected.error is not None)
         if self.observer is not None and before is not None:
             self.observer(call, expected.text, expected.value, before, self.snapshot())
-        if call.op in CHANGES_CONTENTS:
+        if call.kind.publishes:  # the lockstep takes the target's events after the calls that publish any (R13)
             if self.events:
                 self._changes_since_take += 1
                 if self.take_every is not None and self._changes_since_take >= self.take_every:

@@ -25,6 +25,7 @@ from typing import TypeVar
 from spec.api import ID_LIMIT, BlockId, CacheFactory, Inserted, NodeView, PrefixCacheError, PrefixMatch, PrefixStats, Rules, Snapshot
 from spec.model import SpecCache
 from prefixspec.running.coverage import LONG_NODE
+from prefixspec.vocabulary import BY_OP
 
 COARSE = 4096
 """Target blocks per spec block: the spec holds some twenty prefixes where it would hold 2^16 and more (its
@@ -99,7 +100,7 @@ def check_long_node(factory: CacheFactory, rules: Rules, base: int, past: int) -
                 f"the node of {length} blocks (block size 1), call {len(done)} `{call}`: the cache under test disagrees with the spec on its result\n"
                 f"  spec:  {shorten(expected)}\n  cache: {shorten(got)}\n  calls: " + "; ".join(done),
                 done,
-                "R3/R5, what a match finds and an insert hands back" if "insert" in call or "match" in call else "R8, eviction",
+                BY_OP[call.partition(" ")[0]].rule,  # each call's description starts with its op
             )
         seen[:] = [spec.snapshot()]
         wanted, actual = expected_snapshot(seen[0]), target.snapshot()

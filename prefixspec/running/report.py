@@ -12,6 +12,32 @@ from spec.api import RULE_FIELDS, Rules
 from prefixspec.running.machines import RunTally
 
 
+LONGEST_LINE = 20_000
+"""Characters a line of a report or a trace's comment may hold; a longer one (a target's result or message of
+megabytes) is cut, with a note of how much: the comparison saw the whole value, the reader needs its start."""
+
+
+def cut_line(line: str, where: str = "the report") -> str:
+    """``line`` cut to LONGEST_LINE characters, saying how many more were cut from ``where``."""
+    if len(line) <= LONGEST_LINE:
+        return line
+    return f"{line[:LONGEST_LINE]}... ({len(line) - LONGEST_LINE:,} more characters cut from {where})"
+
+
+def cut_long_lines(text: str, where: str = "the report") -> str:
+    """``text`` with every line past LONGEST_LINE cut (``cut_line``)."""
+    if len(text) <= LONGEST_LINE:
+        return text
+    return "\n".join(cut_line(line, where) for line in text.split("\n"))
+
+
+def cut_long_comments(trace_text: str) -> str:
+    """A trace's text with its comment lines past LONGEST_LINE cut: its calls and expectations, which replay, stay whole."""
+    if len(trace_text) <= LONGEST_LINE:
+        return trace_text
+    return "\n".join(cut_line(line, "this comment") if line.startswith("#") else line for line in trace_text.split("\n"))
+
+
 @dataclass
 class StageResult:
     """One stage of a check: what ran, whether it held, and the counterexample if not."""
@@ -89,7 +115,7 @@ class CheckReport:
                 lines.append("    time per call as the cache grows (measured before the stage):")
                 lines.extend(f"      {note}" for note in stage.notes)
             if not stage.passed:
-                lines.append("    " + stage.failure.replace("\n", "\n    "))
+                lines.append("    " + cut_long_lines(stage.failure).replace("\n", "\n    "))
                 if stage.counterexample:
                     lines.append(
                         f"    counterexample: {stage.counterexample} ({stage.counterexample_calls} calls); "
@@ -118,7 +144,7 @@ class CheckReport:
                     "abandoned_examples": stage.abandoned_examples,
                     "replayed_examples": stage.replayed_examples,
                     "invariants_checked": stage.invariants_checked,
-                    "failure": stage.failure,
+                    "failure": cut_long_lines(stage.failure),
                     "counterexample": stage.counterexample or None,
                     "counterexample_calls": stage.counterexample_calls,
                     "seconds_to_failure": round(stage.seconds_to_failure, 3),

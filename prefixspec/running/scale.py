@@ -123,7 +123,7 @@ def drive(pair: Lockstep, coverage: Coverage, seed: int, deadline: float) -> Sca
     # Short prompts: two blocks of what runs, so that each match costs little and the clock races on.
     size = SCALE_WORKLOAD.block_size
     prompts = [request.prompt[: 2 * size + 1] for request in engine.running] or [engine.prompts.next_prompt(rng)]
-    run.uses = sum(1 for step in pair.steps if step.call.op in ("match", "insert"))
+    run.uses = sum(1 for step in pair.steps if step.call.kind.uses)
     while run.uses <= LONG_LIFE + 1000:
         pair.match_prefix(prompts[run.uses % len(prompts)])
         run.uses += 1
@@ -131,7 +131,7 @@ def drive(pair: Lockstep, coverage: Coverage, seed: int, deadline: float) -> Sca
             before = len(pair.steps)
             engine.step(rng)  # an admission, a prefill, a finish or an eviction among the matches
             run.engine_steps += 1
-            run.uses += sum(1 for step in pair.steps[before:] if step.call.op in ("match", "insert"))
+            run.uses += sum(1 for step in pair.steps[before:] if step.call.kind.uses)
         if len(pair.steps) - compared_at >= SNAPSHOT_EVERY:
             compare_now()
     compare_now()

@@ -46,7 +46,7 @@ from prefixspec.running.machines import (
 )
 from prefixspec.running.growth import probe_growth
 from prefixspec.running.profiles import PROFILES, profile_settings
-from prefixspec.running.report import CheckReport, Progress, StageResult, flaky_failure
+from prefixspec.running.report import CheckReport, Progress, StageResult, cut_long_comments, flaky_failure
 from prefixspec.running.scale import SCALE_BUDGET, StageTooSlow, run_scale, too_slow
 from prefixspec.running.shrink import DoesNotReproduce, counterexample_trace, first_disagreement, minimise
 
@@ -328,7 +328,7 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
     path, written = claimed_file(plan.out_dir, stage.name)
     reproduce = f"prefixspec replay {shlex.quote(str(path))} {plan.replay_target}"
     with written:
-        written.write(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text())
+        written.write(cut_long_comments(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text()))
     stage.counterexample = str(path)
     stage.counterexample_calls = len(kept)
     first_seen = stage.failure.splitlines()[0] if stage.failure else ""

@@ -25,11 +25,14 @@ neither is a call with an outcome to compare.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import signal
 import sys
 import threading
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import TypeVar, cast
@@ -37,7 +40,8 @@ from typing import TypeVar, cast
 from spec.api import CacheFactory, NodeId, PrefixCache, Snapshot, TargetFailure
 from prefixspec.targets.beacon import current
 from prefixspec.targets.interrupts import stop_requested
-from prefixspec.vocabulary import CallThrough, features_of
+from prefixspec.targets.plain import _Named, plain_data, plain_error, plain_result
+from prefixspec.vocabulary import BY_METHOD, CALLS, FEATURES, CallThrough, WrongResult, features_of
 
 Result = TypeVar("Result")
 
@@ -91,7 +95,10 @@ def one_line(error: BaseException) -> str:
 def exit_words(error: SystemExit | KeyboardInterrupt) -> str:
     """What the target did: ``called sys.exit(3)`` or ``raised KeyboardInterrupt though nobody pressed Ctrl-C``."""
     if isinstance(error, SystemExit):
-        return f"called sys.exit({error.code!r})"
+        code = error.code
+        # Only a plain code is printed as it is: the repr of a target's own object would run its code, unguarded.
+        shown = repr(code) if type(code) in (int, str, type(None)) else f"a {type(code).__name__}"
+        return f"called sys.exit({shown})"
     return "raised KeyboardInterrupt though nobody pressed Ctrl-C"
 
 
@@ -104,6 +111,8 @@ class Guard:
         self._running = False
         self._armed = False
         self._what = ""
+        self._reading = False
+        """The call has returned and its answer is being read (``answer``): reports say so."""
         self._where = ""
         self._handler = self._ring  # one bound method, so `is` finds it installed
 
@@ -114,12 +123,28 @@ class Guard:
             report += f" It happened {where}."
         return kind(report, problem, deed or problem)
 
-    def run(self, what: str, where: str, function: Callable[..., Result], *arguments: object, limit: bool = True) -> Result:
-        """``function(*arguments)`` as the target's code ``what`` (``its stats()``); ``limit`` false: no time limit."""
+    def run(
+        self,
+        what: str,
+        where: str,
+        function: Callable[..., Result],
+        *arguments: object,
+        limit: bool = True,
+        answer: Callable[[Result], Result] | None = None,
+    ) -> Result:
+        """``answer(function(*arguments))`` as the target's code ``what`` (``its stats()``); ``limit`` false: no time limit.
+
+        What it raises leaves as ``plain.plain_error`` (its message read here,
+        under the alarm), so that no code of the target's runs once the guard is
+        off.  ``answer`` makes the result plain (``GuardedCache``), under the
+        same guard and time limit: a report of what happens there says
+        ``what (reading its answer)``.
+        """
         if self._running:  # the target's code calling the checker back into its own guard: the outer run already guards it
-            return function(*arguments)
+            value = function(*arguments)
+            return value if answer is None else answer(value)
         self._running = True
-        self._what, self._where = what, where
+        self._what, self._where, self._reading = what, where, False
         saved = sys.stdout
         timed = False
         beacon = current()  # a supervised run: the supervisor learns the call, and ends one that outlasts the alarm
@@ -129,7 +154,15 @@ class Guard:
             sys.stdout = sys.stderr  # the target's prints go to stderr: stdout carries the report
             timed = limit and self._arm()
             try:
-                return function(*arguments)
+                value = function(*arguments)
+                if answer is None:
+                    return value
+                self._reading = True
+                return answer(value)
+            except (SystemExit, KeyboardInterrupt, TargetFailure):
+                raise
+            except BaseException as error:  # the call's outcome, made the checker's own while the alarm still runs
+                raise plain_error(error) from None
             finally:
                 self._armed = False  # from here on an alarm does nothing, even before the timer is disarmed
         except (SystemExit, KeyboardInterrupt) as error:
@@ -137,7 +170,7 @@ class Guard:
                 raise  # the user's Ctrl-C: the command stops
             at = raised_at(error)
             words = exit_words(error)
-            raise self.failure(f"{words} in {what}{at}; a cache must not end the checker", where, deed=f"{words}{at}") from None
+            raise self.failure(f"{words} in {self._doing()}{at}; a cache must not end the checker", where, deed=f"{words}{at}") from None
         finally:
             if timed:
                 signal.setitimer(signal.ITIMER_REAL, 0)
@@ -163,21 +196,67 @@ class Guard:
             return
         stuck = "" if frame is None else f", stopped at {_place(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)}"
         deed = f"did not return within {self.timeout:g} s (--timeout){stuck}"
-        raise self.failure(f"hangs: {self._what} {deed}", self._where, TargetHung, deed)
+        raise self.failure(f"hangs: {self._doing()} {deed}", self._where, TargetHung, deed)
+
+    def _doing(self) -> str:
+        return f"{self._what} (reading its answer)" if self._reading else self._what
+
+
+@dataclass(frozen=True)
+class GuardedNode:
+    """The checker's name for a node a target returned: compared and hashed as ``(cache, number)``, never as the target's object.
+
+    Two nodes the target's own ``==`` finds equal get one name (the table of
+    ``GuardedCache.node`` looks them up under guard); ``raw`` goes back to the
+    target when a call passes the node.
+    """
+
+    cache: int
+    number: int
+    raw: object = field(compare=False, repr=False)
+
+    def __repr__(self) -> str:
+        return f"<node {self.number} of guarded cache {self.cache}>"
+
+
+class UnhashableNode:
+    """A node the target returned that cannot be hashed: no handle can name it (``CallRunner`` writes ``unhashable TYPE``)."""
+
+    __hash__ = None  # type: ignore[assignment]  # unhashable on purpose, as the target's node was
+
+    def __init__(self, raw: object) -> None:
+        self.raw = raw
+
+    def __repr__(self) -> str:
+        return f"<unhashable node of type {type(self).__name__}>"
+
+
+TAKES_NODE = frozenset(kind.method for kind in CALLS if any(param.kind == "node" for param in kind.params))
+"""The calls that pass a node back to the target (``lock``, ``unlock``): only theirs are unwrapped."""
+
+
+def _raw(argument: object) -> object:
+    """What a call passes to the target: its own node for a ``GuardedNode`` (of any guarded cache: R6 wants foreign ones), else the argument."""
+    return argument.raw if isinstance(argument, GuardedNode | UnhashableNode) else argument
 
 
 class GuardedCache(CallThrough):
-    """A target's cache, each call made through ``guard``; results pass unchanged, to be checked by the caller.
+    """A target's cache, each call made through ``guard``, its results plain data (``plain``), to be checked by the caller.
 
     It overrides ``CallThrough.through`` rather than ``perform``: the target
     gets the caller's arguments as they are, not as the text of calls writes them.
     """
+
+    _serials = itertools.count(1)
 
     def __init__(self, cache: PrefixCache, guard: Guard, block_size: int) -> None:
         self.cache = cache
         self.guard = guard
         self._block_size = block_size
         self.calls_made = 0
+        self._serial = next(GuardedCache._serials)
+        self._nodes: dict[object, GuardedNode] = {}
+        self._answers: dict[str, Callable[[object], object]] = {}
         self.prefixspec_features = self._features()
         """What the target's cache offers beyond the interface: this wrapper has every call (``features_of``)."""
 
@@ -185,7 +264,7 @@ class GuardedCache(CallThrough):
         """``features_of`` the target's cache, under guard: reading its attributes runs its code (a ``__getattr__`` that raises)."""
         where = f"while making a cache of block size {self._block_size}"
         try:
-            return self.guard.run("reading its features (prefixspec_features, take_events, namespace arguments)", where, features_of, self.cache)
+            return self.guard.run("reading its features (prefixspec_features, take_events, namespace arguments)", where, self._read_features)
         except (TargetFailure, KeyboardInterrupt):
             raise
         except BaseException as error:  # no call has the features as outcome: a cache whose attributes cannot be read stops the check
@@ -193,33 +272,66 @@ class GuardedCache(CallThrough):
                 f"raised {type(error).__name__}: {one_line(error)} when its features were read{raised_at(error)}", where
             ) from None
 
+    def _read_features(self) -> frozenset[str]:
+        declared = features_of(self.cache)
+        return frozenset(name for name in FEATURES if name in declared)  # a plain set: ``in`` on the target's own runs here
+
+    def node(self, raw: object) -> object:
+        """The checker's name for the node ``raw`` (called under guard: the lookup runs the target's ``__hash__`` and ``__eq__``)."""
+        try:
+            known = self._nodes.get(raw)
+        except TypeError:  # an unhashable node, of the type's own name (what CallRunner writes)
+            return cast(Callable[[object], object], _Named.of(UnhashableNode, type(raw).__name__))(raw)
+        if known is None:
+            known = GuardedNode(self._serial, len(self._nodes), raw)
+            self._nodes[raw] = known
+        return known
+
     def _where(self) -> str:
         return f"at call {self.calls_made} to a cache of block size {self._block_size}"
 
     @property
     def root(self) -> NodeId:
         try:
-            root: NodeId = self.guard.run("its root", self._where(), getattr, self.cache, "root")
+            root: NodeId = self.guard.run("its root", self._where(), self._read_root, answer=self.node)
             return root
         except (TargetFailure, KeyboardInterrupt):
             raise
         except BaseException as error:  # no call has the root as outcome: a root that raises stops the check
             raise self.guard.failure(f"raised {type(error).__name__} when its root was read{raised_at(error)}", self._where()) from None
 
+    def _read_root(self) -> object:
+        return self.cache.root
+
     def block_size(self) -> int:
-        return cast(int, self.guard.run("its block_size()", self._where(), self._method, "block_size", ()))
+        return cast(int, self.guard.run("its block_size()", self._where(), self._method, "block_size", (), answer=self._plain_size))
 
     def snapshot(self) -> Snapshot:
         where = f"after call {self.calls_made} to a cache of block size {self._block_size}"
-        return cast(Snapshot, self.guard.run("its snapshot()", where, self._method, "snapshot", ()))
+        return cast(Snapshot, self.guard.run("its snapshot()", where, self._method, "snapshot", (), answer=self._plain_snapshot))
+
+    @staticmethod
+    def _plain_size(value: object) -> object:
+        return plain_data(value, "block_size")
+
+    @staticmethod
+    def _plain_snapshot(value: object) -> object:
+        if type(value) is not Snapshot:  # the lockstep's words for it, said inside the guard
+            raise WrongResult(f"snapshot returned {type(value).__name__}, not a Snapshot")
+        return plain_data(value, "snapshot")
 
     def through(self, method: str, *arguments: object, namespace: object = None) -> object:
         """Every call of the interface (``CallThrough``'s methods) comes here, its arguments as the caller gave them."""
         self.calls_made += 1
-        return self.guard.run(f"its {method}()", self._where(), self._method, method, arguments, namespace)
+        answer = self._answers.get(method)
+        if answer is None:
+            answer = self._answers[method] = functools.partial(plain_result, BY_METHOD[method], node=self.node)
+        return self.guard.run(f"its {method}()", self._where(), self._method, method, arguments, namespace, answer=answer)
 
     def _method(self, method: str, arguments: Sequence[object], namespace: object = None) -> object:
         function: Callable[..., object] = getattr(self.cache, method)  # inside the guard: reading it may run the target's code
+        if method in TAKES_NODE:
+            arguments = [_raw(argument) for argument in arguments]
         if namespace is not None:  # a cache without namespaces is called as before, in the default one
             return function(*arguments, namespace=namespace)
         return function(*arguments)

@@ -8,12 +8,17 @@ that must never reach its stdout (a target's prints).  The families:
   ``replay`` or ``verify`` (with ``--shrink``, ``--target``, ``--rules``);
 - ``target_plans``: every target of ``hostile_targets`` and
   ``hostile_import``, by ``replay`` of the golden trace and a short
-  ``check``, with its documented status;
+  ``check``, with its documented status; among them issue 22's dunders (a
+  node's ``__hash__`` or ``__eq__``, an exception's ``__str__``, a result's
+  ``__eq__``, an exit code's ``repr`` that exits, interrupts or hangs) and
+  answers of 25 MiB, cut in the report (by ``replay`` alone: ``checked``);
 - ``engine_table``: ``serve.py`` misbehaving in each way from its fifth line
   on, and shell commands that are no engine or leave helpers behind;
 - ``engine_plans``: ``serve.py`` misbehaving in any way after 0 to 80 lines,
   or a command that is no engine, under ``replay`` or a short ``check``;
-- ``option_plans``: option sets each refused with exit status 2, in one line;
+- ``option_plans``: option sets each refused with exit status 2, in one line (places no file can be made in:
+  a dangling link, ``/proc``, ``--out`` and ``--json`` naming one place), and a ``--json /dev/full`` whose write
+  fails at the end (2, the report printed all the same);
 - ``interrupt_plans``: a command stopped by Ctrl-C at a random moment;
 - ``process_end_plans``: a target that ends its process (``os._exit``, a signal, an abort, the C
   library's ``exit``) in its factory, a call, a replay or while shrinking, outlasts its alarm, or closes its
@@ -40,9 +45,11 @@ from stateful_tests.hostile_import import OUTCOMES as IMPORT_OUTCOMES
 from stateful_tests.hostile_import import PRINTED_AT_IMPORT
 from stateful_tests.hostile_targets import HOSTILE, PRINTED
 
-TRACE_LIMIT = 15.0
-CHECK_LIMIT = 30.0
-"""Seconds a case may run: replay and verify of a trace, then anything that runs a target."""
+TRACE_LIMIT = 120.0
+CHECK_LIMIT = 300.0
+"""Seconds a case may run (replay and verify of a trace, then anything that runs a target) before it counts as a
+hang: a guard against one, not a budget (no case hangs by design: a hostile hang is stopped by ``--timeout 0.5``),
+so a loaded machine, which stretches every case, never turns a slow case into a broken promise."""
 
 GOLDEN = str(GOLDEN_TRACE)
 QUICK_CHECK = ("--quiet", "--profile", "ci", "--steps", "30")
@@ -153,7 +160,7 @@ def target_plans(scratch: Path) -> list[Plan]:
         statuses = frozenset({hostile.status})
         replay = ("replay", GOLDEN, "--target", target, "--timeout", "0.5")
         plans.append(Plan("target", in_scratch(scratch, replay, CHECK_LIMIT), statuses, hostile.words))
-        if hostile.status:  # a target that passes would run the whole check: seconds, not a fuzz case's fraction of one
+        if hostile.status and hostile.checked:  # a target that passes would run the whole check: seconds, not a fuzz case's fraction of one
             check = ("check", target, *QUICK_CHECK, "--timeout", "0.5", "--out", str(scratch / "out"))
             plans.append(Plan("target", in_scratch(scratch, check, CHECK_LIMIT), statuses, hostile.words))
     for behaviour, (status, words) in IMPORT_OUTCOMES.items():
@@ -309,6 +316,18 @@ def odd_options(scratch: Path) -> list[tuple[str, ...]]:
         ("check", "--out", afile),
         ("check", "--json", f"{folder}/no/such/folder/report.json"),
         ("check", "--json", folder),
+        # Places no file can be made in (issue 22): refused before the run, not lost after it.
+        ("check", "--out", f"{folder}/dangling"),
+        ("check", "--out", f"{folder}/dangling/below"),
+        ("check", "--out", "/proc/prefixspec-out"),
+        ("check", "--out", "/proc/self/prefixspec-out"),
+        ("check", "--out", f"{folder}/same", "--json", f"{folder}/same"),
+        ("check", "--json", "/proc/prefixspec.json"),
+        ("check", "--json", "/sys/prefixspec.json"),
+        ("check", "--json", f"{folder}/dangling.json"),
+        ("identify", "--out", "/proc/prefixspec-out"),
+        ("hunt", "--out", f"{folder}/dangling"),
+        ("verify", GOLDEN, "--shrink", "--out", "/proc/prefixspec.trace"),
         ("check", "--steps", "1000000000000"),
         ("check", "--steps", "0"),
         ("check", "--steps", "9" * 5000),
@@ -351,7 +370,14 @@ def option_plans(scratch: Path) -> list[Plan]:
         (str(scratch / "a-file"), b"not a folder\n"),
         (str(scratch / "latin1.toml"), 'package = "impl"\nfactory = "RadixCache"\n# caf\xe9\n'.encode("latin-1")),
     )
-    return [Plan("option", in_scratch(scratch, argv, TRACE_LIMIT), frozenset({2}), files=files) for argv in odd_options(scratch)]
+    for link, points_to in (("dangling", "/nonexistent/folder"), ("dangling.json", "/nonexistent/report.json")):
+        if not (scratch / link).is_symlink():
+            (scratch / link).symlink_to(points_to)
+    plans = [Plan("option", in_scratch(scratch, argv, TRACE_LIMIT), frozenset({2}), files=files) for argv in odd_options(scratch)]
+    # A write that fails only at the end (a full device): the report on stdout all the same, and exit 2.
+    full = ("check", "stateful_tests.hostile_targets:cached_blocks_float", *QUICK_CHECK, "--out", str(scratch / "out"), "--json", "/dev/full")
+    plans.append(Plan("option", in_scratch(scratch, full, CHECK_LIMIT), frozenset({2}), "the report could not be written there"))
+    return plans
 
 
 # Ctrl-C -------------------------------------------------------------------------------------------

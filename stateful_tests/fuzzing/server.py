@@ -43,8 +43,9 @@ KEPT_OUTPUT = 1 << 20
 GRACE = 3.0
 """Seconds a case gets between the SIGINT at its time limit and SIGKILL."""
 
-SETTLE = 1.0
-"""Seconds a marked process gets to finish dying after the case ended, before it counts as left behind."""
+SETTLE = 30.0
+"""Seconds a marked process gets to finish dying after the case ended, before it counts as left behind: a guard, not a
+budget (the wait ends as soon as none is left; a loaded machine may take seconds to let a dying engine go)."""
 
 
 def console_status(argv: Sequence[str]) -> int:

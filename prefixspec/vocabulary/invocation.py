@@ -1,0 +1,208 @@
+"""Calls in Python: making a ``Call`` on a cache, a Python caller's call as a ``Call``, and the wrappers between them.
+
+``invoke`` makes a call of the text on a cache; ``call_of`` turns the
+arguments a Python caller passes into a call the text can hold; ``CallThrough``
+is a ``PrefixCache`` whose every method, one per call of the table, becomes a
+``Call`` handed to one method a wrapper overrides; ``features_of`` says what a
+cache offers beyond the interface (R12, R13).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import operator
+from collections.abc import Callable, Sequence
+from typing import Concatenate, ParamSpec, SupportsIndex, TypeVar, cast
+
+from spec.api import BlockId, Inserted, KVEvent, Namespace, NodeId, PrefixCache, PrefixMatch, PrefixStats
+from prefixspec.vocabulary.table import BY_METHOD, CALLS, TAKE_EVENTS, Arg, Call
+from prefixspec.vocabulary.words import Unwritable, namespace_of
+
+
+def invoke(cache: PrefixCache, call: Call, node_of: Callable[[str], NodeId]) -> object:
+    """Make ``call`` on ``cache``, its handles turned into the cache's nodes by ``node_of``; its raw result."""
+    arguments: list[object] = []
+    for param, value in zip(call.kind.params, call.args):
+        if param.kind == "node":
+            arguments.append(node_of(cast(str, value)))
+        elif param.kind in ("tokens", "blocks"):
+            arguments.append(list(cast(tuple[int, ...], value)))
+        else:
+            arguments.append(value)
+    method: Callable[..., object] = getattr(cache, call.kind.method)
+    if call.namespace is not None:  # a cache without namespaces is called as before in the default one
+        return method(*arguments, namespace=call.namespace)
+    return method(*arguments)
+
+
+def call_of(method: str, arguments: Sequence[object], handle_of: Callable[[NodeId], str], name: str, namespace: object = None) -> Call:
+    """The call a Python caller makes with ``arguments``; Unwritable when the text of calls cannot hold them."""
+    kind = BY_METHOD[method]
+    space = namespace_of(namespace)
+    args: list[Arg] = []
+    for param, value in zip(kind.params, arguments, strict=True):
+        if param.kind == "node":
+            args.append(handle_of(value))
+        elif param.kind in ("tokens", "blocks"):
+            if not isinstance(value, Sequence) or isinstance(value, str):
+                raise Unwritable(f"{param.name} must be a sequence of ints, got {type(value).__name__}")
+            args.append(as_ints(value, param.name))
+        else:
+            args.append(as_int(value, param.name))
+    return Call(kind.op, tuple(args), name if kind.names_node else "", space)
+
+
+def as_ints(values: Sequence[object], what: str) -> tuple[int, ...]:
+    # Plain ints, nearly always: a set of their types is made at C speed (the scale
+    # stage spent a tenth of its time here item by item); anything else is checked one by one.
+    if set(map(type, values)) <= {int}:
+        return tuple(cast(Sequence[int], values))
+    return tuple(as_int(item, what) for item in values)
+
+
+def as_int(value: object, what: str) -> int:
+    if not hasattr(type(value), "__index__"):
+        raise Unwritable(f"{what} must be ints, got {type(value).__name__}")
+    return operator.index(cast(SupportsIndex, value))
+
+
+
+FEATURES = ("namespaces", "events", "walk-order", "unordered")
+"""R12 (``match_prefix`` and ``insert`` take ``namespace``) and R13 (``take_events``): a cache may offer either.
+``walk-order`` and ``unordered`` say how its snapshot reports the order (R11, ``running.observable``): as its
+eviction walk would free the nodes, or not at all; without either, in its eviction order."""
+
+NAMESPACED_METHODS: tuple[str, ...] = tuple(kind.method for kind in CALLS if kind.namespaced)
+
+
+def features_of(cache: object) -> frozenset[str]:
+    """What ``cache`` offers of ``FEATURES``.
+
+    A wrapper that has every call (a pipe, a guard, the lockstep) says what the
+    cache behind it offers in ``prefixspec_features``; a plain cache offers
+    events when it has ``take_events`` and namespaces when every call that takes
+    one (``match_prefix`` and ``insert``) takes a ``namespace`` argument.
+    """
+    declared = getattr(cache, "prefixspec_features", None)
+    if isinstance(declared, frozenset):
+        return declared
+    offered: set[str] = set()
+    if callable(getattr(cache, TAKE_EVENTS.method, None)):
+        offered.add("events")
+    try:
+        if all("namespace" in inspect.signature(getattr(cache, method)).parameters for method in NAMESPACED_METHODS):
+            offered.add("namespaces")
+    except (TypeError, ValueError, AttributeError):  # no signature to read (a builtin, a missing call): no namespaces
+        pass
+    return frozenset(offered)
+
+
+# Wrappers --------------------------------------------------------------------------------------
+
+Face = TypeVar("Face", bound="CallThrough")
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
+
+
+def passed_through(face: Callable[Concatenate[Face, Params], Result]) -> Callable[Concatenate[Face, Params], Result]:
+    """``CallThrough``'s method for the call of the table named like ``face``: its arguments, in the table's order
+    (by position or by their names), and its namespace handed to ``CallThrough.through``.  ``face`` gives the
+    interface's signature alone; its body never runs."""
+    kind = BY_METHOD[face.__name__]
+    names = [param.name for param in kind.params]
+
+    def call(self: Face, *arguments: object, namespace: object = None, **named: object) -> object:
+        if named:  # an argument passed by its name, as ``insert(tokens=..., blocks=...)``
+            arguments = (*arguments, *(named.pop(name) for name in names[len(arguments) :] if name in named))
+            if named:
+                raise TypeError(f"{kind.method}() got an unexpected keyword argument {next(iter(named))!r}")
+        return self.through(kind.method, *arguments, namespace=namespace)
+
+    functools.update_wrapper(call, face)  # its name, and the interface's signature for inspect and help()
+    return cast(Callable[Concatenate[Face, Params], Result], call)
+
+
+class CallThrough:
+    """A ``PrefixCache`` whose every call becomes a ``Call`` handed to ``perform``.
+
+    A wrapper between a caller and a cache (the lockstep, a recording, a pipe)
+    subclasses it and overrides ``perform`` (make the call, return the
+    result), ``handle_of`` (the handle of a node a caller passes) and
+    ``next_name`` (the handle the next node-naming call gives its node).
+    Its methods, one per call of the table (``passed_through``), all come to
+    ``through``.
+    """
+
+    @property
+    def root(self) -> NodeId:
+        raise NotImplementedError
+
+    def block_size(self) -> int:
+        raise NotImplementedError
+
+    def perform(self, call: Call) -> object:
+        raise NotImplementedError
+
+    def handle_of(self, node: NodeId) -> str:
+        raise NotImplementedError
+
+    def next_name(self) -> str:
+        raise NotImplementedError
+
+    def unwritable(self, method: str, arguments: Sequence[object], problem: Unwritable) -> object:
+        """What a call the text cannot hold does; by default the error is raised."""
+        raise problem
+
+    def through(self, method: str, *arguments: object, namespace: object = None) -> object:
+        try:
+            call = call_of(method, arguments, self.handle_of, self.next_name(), namespace)
+        except Unwritable as problem:
+            return self.unwritable(method, arguments, problem)
+        return self.perform(call)
+
+    # The interface's signatures; ``passed_through`` makes each a call of the table.
+
+    @passed_through
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
+        raise NotImplementedError
+
+    @passed_through
+    def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
+        raise NotImplementedError
+
+    @passed_through
+    def take_events(self) -> list[KVEvent]:
+        raise NotImplementedError
+
+    @passed_through
+    def lock(self, node: NodeId) -> None:
+        raise NotImplementedError
+
+    @passed_through
+    def unlock(self, node: NodeId) -> None:
+        raise NotImplementedError
+
+    @passed_through
+    def evict(self, n_blocks: int) -> list[BlockId]:
+        raise NotImplementedError
+
+    @passed_through
+    def cached_tokens(self) -> int:
+        raise NotImplementedError
+
+    @passed_through
+    def cached_blocks(self) -> int:
+        raise NotImplementedError
+
+    @passed_through
+    def evictable_blocks(self) -> int:
+        raise NotImplementedError
+
+    @passed_through
+    def stats(self) -> PrefixStats:
+        raise NotImplementedError
+
+    @passed_through
+    def hit_rate(self) -> float:
+        raise NotImplementedError

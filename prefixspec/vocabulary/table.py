@@ -1,0 +1,162 @@
+"""The call table: every call of ``spec.api.PrefixCache`` and every fact about it, said once.
+
+A ``CallKind`` is one call: its word in the trace, its method, its arguments,
+its result, whether it is a use (R7), takes a namespace (R12) or publishes
+events (R13), and the rules its result and its refusals belong to (what a
+disagreement on it breaks).  Everything that speaks of calls reads this table: the text of calls,
+the results, the line protocol, the wrappers, the lockstep's rule names, the
+coverage and bench's op codes.  ``stateful_tests/test_call_table.py`` holds
+that no other module ties a rule to a call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, cast
+
+from spec.api import Namespace, PrefixStats
+from prefixspec.vocabulary.words import render_ints, render_namespace
+
+ParamKind = Literal["tokens", "blocks", "node", "count"]
+ResultKind = Literal["match", "inserted", "ok", "blocks", "count", "stats", "rate", "events"]
+
+COUNTERS_RULE = "R9, the counters"
+"""The rule of the counters: what a query answers, and any call's rule the table does not name otherwise."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One argument of a call: its name in ``PrefixCache`` and what kind of value it takes."""
+
+    name: str
+    kind: ParamKind
+
+
+@dataclass(frozen=True)
+class CallKind:
+    """One call of the interface: its word in the trace, its method, its arguments, its result and its rules."""
+
+    op: str
+    method: str
+    params: tuple[Param, ...]
+    result: ResultKind
+    rule: str = COUNTERS_RULE
+    """The rule its result belongs to: what a difference in an answer breaks."""
+    refusal_rule: str = COUNTERS_RULE
+    """The rules that say when it is refused: what a difference in a refusal breaks."""
+    namespaced: bool = False
+    """Takes a namespace after its arguments (R12): ``ns=`` in the text, the keyword ``namespace`` in Python."""
+    optional: bool = False
+    """A cache may lack the call; the checker asks whether it has it (R13's ``take_events``)."""
+    publishes: bool = False
+    """Changes the contents, so a cache that publishes events publishes some after it (R13); no other call does."""
+    uses: bool = False
+    """One use of the nodes on its path, at a clock that advances once per such call (R7)."""
+
+    @property
+    def names_node(self) -> bool:
+        """A call whose result is a node is written ``nK = op ...``: later calls refer to the node as nK."""
+        return self.result in ("match", "inserted")
+
+
+_TOKENS, _BLOCKS, _NODE = Param("tokens", "tokens"), Param("blocks", "blocks"), Param("node", "node")
+
+CALLS: tuple[CallKind, ...] = (
+    CallKind(
+        "match", "match_prefix", (_TOKENS,), "match",
+        "R3, the longest usable match", "R1, the arguments", namespaced=True, uses=True,
+    ),
+    CallKind(
+        "insert", "insert", (_TOKENS, _BLOCKS), "inserted",
+        "R5, what insert keeps and hands back", "R1/R5, the arguments and one owner per block", namespaced=True, publishes=True, uses=True,
+    ),
+    CallKind("lock", "lock", (_NODE,), "ok", "R6, locks", "R6, unknown nodes"),
+    CallKind("unlock", "unlock", (_NODE,), "ok", "R6, locks", "R6, unknown nodes and NotLocked"),
+    CallKind("evict", "evict", (Param("n_blocks", "count"),), "blocks", "R8, eviction", "R1/R8, the eviction count", publishes=True),
+    CallKind("stats", "stats", (), "stats"),
+    CallKind("cached_tokens", "cached_tokens", (), "count"),
+    CallKind("cached_blocks", "cached_blocks", (), "count"),
+    CallKind("evictable_blocks", "evictable_blocks", (), "count"),
+    CallKind("hit_rate", "hit_rate", (), "rate"),
+    CallKind("take_events", "take_events", (), "events", "R13, the events", "R13, the events", optional=True),
+)
+"""Every call of ``PrefixCache`` but ``block_size`` and ``snapshot``, which change nothing and take nothing,
+and ``PublishesEvents.take_events``."""
+
+BY_OP: dict[str, CallKind] = {kind.op: kind for kind in CALLS}
+BY_METHOD: dict[str, CallKind] = {kind.method: kind for kind in CALLS}
+OPS: tuple[str, ...] = tuple(BY_OP)
+QUERIES: tuple[str, ...] = tuple(kind.op for kind in CALLS if not kind.params and not kind.optional)
+"""The calls that take no argument and every cache has: the counters."""
+COMMANDS: tuple[str, ...] = tuple(kind.op for kind in CALLS if kind.params)
+"""The calls that take arguments, in the table's order: the ones an engine makes (bench records them as op codes)."""
+PUBLISHERS: tuple[str, ...] = tuple(kind.op for kind in CALLS if kind.publishes)
+"""The calls after which a cache that publishes events has some to take (R13)."""
+
+INTERFACE: tuple[str, ...] = ("root", "block_size", *(kind.method for kind in CALLS if not kind.optional), "snapshot")
+"""Every attribute a cache must have."""
+
+TAKE_EVENTS = BY_OP["take_events"]
+
+STATS_FIELDS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(PrefixStats))
+
+Arg = tuple[int, ...] | int | str
+"""An argument as a call holds it: a list of ints (tokens, blocks), an int (a count) or a handle (a node)."""
+
+
+def render_arg(kind: ParamKind, value: Arg) -> str:
+    if kind in ("tokens", "blocks"):
+        return render_ints(cast(tuple[int, ...], value))
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call as the text of calls writes it: the call, its arguments, and the handle it names (if any)."""
+
+    op: str
+    args: tuple[Arg, ...] = ()
+    name: str = ""
+    namespace: Namespace = None
+    """R12: the namespace of a match or an insert."""
+
+    @property
+    def kind(self) -> CallKind:
+        return BY_OP[self.op]
+
+    def arg(self, param: str) -> Arg:
+        """The argument named ``param``."""
+        for declared, value in zip(self.kind.params, self.args):
+            if declared.name == param:
+                return value
+        raise KeyError(f"{self.op} takes no argument {param!r}")
+
+    @property
+    def handles(self) -> tuple[str, ...]:
+        """The handles of the nodes this call refers to."""
+        return tuple(cast(str, value) for declared, value in zip(self.kind.params, self.args) if declared.kind == "node")
+
+    def with_handles(self, rename: Callable[[str], str]) -> Call:
+        """The same call with every node handle passed through ``rename``."""
+        args = tuple(
+            rename(cast(str, value)) if declared.kind == "node" else value for declared, value in zip(self.kind.params, self.args)
+        )
+        return Call(self.op, args, self.name, self.namespace)
+
+    def text(self) -> str:
+        """The call as a line, without its result."""
+        words = [self.op, *(render_arg(declared.kind, value) for declared, value in zip(self.kind.params, self.args))]
+        if self.namespace is not None:
+            words.append(f"ns={render_namespace(self.namespace)}")
+        line = " ".join(words)
+        return f"{self.name} = {line}" if self.name else line
+
+
+def make_call(op: str, *args: Arg, name: str = "", namespace: Namespace = None) -> Call:
+    """A call, its arguments checked against the table (a wrong one is a programming error: TypeError)."""
+    kind = BY_OP[op]
+    if len(args) != len(kind.params) or kind.names_node != bool(name) or (namespace is not None and not kind.namespaced):
+        raise TypeError(f"{op} takes {len(kind.params)} arguments{' and a name' if kind.names_node else ''}, got {args!r} {name!r}")
+    return Call(op, tuple(args), name, namespace)
