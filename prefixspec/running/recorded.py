@@ -37,7 +37,7 @@ from spec.model import SpecCache
 from prefixspec.formats.trace import CallRunner, Step, Trace, same_outcome
 from prefixspec.running.engine import cached_block_by_prefix
 from prefixspec.running.shrink import delta_debug
-from prefixspec.vocabulary import Call, read_int, result_node
+from prefixspec.vocabulary import QUERIES, Call, read_int, result_node
 
 _LISTS = re.compile(r"\[([^\]]*)\]")
 
@@ -299,8 +299,9 @@ def _rename(call: Call, result: str, identity: Identity | None, first_handle: di
     return before + written + after
 
 
-READS_ONLY = frozenset({"stats", "hit_rate", "cached_tokens", "cached_blocks", "evictable_blocks"})
-"""Calls that change nothing the spec holds (no clock, no counter, no event): any of them but the last one goes."""
+READS_ONLY = frozenset(QUERIES)
+"""The counters (the call table's queries): they change nothing the spec holds (no clock, no counter, no event),
+so any of them but the last one goes."""
 
 
 @dataclass(frozen=True)
