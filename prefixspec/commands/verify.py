@@ -9,8 +9,9 @@ from pathlib import Path
 from prefixspec.exit_status import ExitStatus
 from prefixspec.commands.options import add_rules_option, output_file, positive_seconds
 from prefixspec.errors import UsageError
+from prefixspec.formats.repeats import fold
 from prefixspec.formats.trace import Step, Trace, read_trace
-from prefixspec.running.recorded import Recording, shrink
+from prefixspec.running.recorded import Recording, shrink_within
 
 
 def describe_call(step: Step) -> str:
@@ -42,7 +43,8 @@ def shrunk_trace(file: str, recording: Recording, kept: Sequence[int]) -> Trace:
     cut = recording.cut(kept)
     assert cut is not None, "a shrunk trace resolves every handle"
     _, steps, spec_results = cut
-    trace = Trace(recording.trace.block_size, [Step(step.call, step.expected, 0) for step in steps], rules=recording.trace.rules)
+    folded = fold([Step(step.call, step.expected, 0) for step in steps])
+    trace = Trace(recording.trace.block_size, folded, rules=recording.trace.rules)
     trace.comments = [
         f"Cut by `prefixspec verify --shrink` from {file}: {len(steps)} of {len(recording.trace.steps)} calls.",
         "The spec agrees with every recorded result but the last one's:",
@@ -69,9 +71,14 @@ def command_verify(arguments: argparse.Namespace) -> int:
     print(report)
     if status == ExitStatus.PASSED or not arguments.shrink:
         return status
-    kept = shrink(recording, time_budget=arguments.time_budget)
-    out.write_text(shrunk_trace(arguments.file, recording, kept).text(), encoding="utf-8")
-    print(f"shrunk to {len(kept)} of {len(trace.steps)} calls: {out} (prefixspec verify {out} shows the divergence on its last line)")
+    shrunk = shrink_within(recording, time_budget=arguments.time_budget)
+    out.write_text(shrunk_trace(arguments.file, recording, shrunk.kept).text(), encoding="utf-8")
+    print(f"shrunk to {len(shrunk.kept)} of {len(trace.steps)} calls: {out} (prefixspec verify {out} shows the divergence on its last line)")
+    if shrunk.stopped_at_budget:
+        print(
+            f"the cut stopped at its time budget of {arguments.time_budget:g} s: this is the shortest cut found by then, "
+            "and it still diverges, but a longer --time-budget may cut it further"
+        )
     return status
 
 

@@ -25,6 +25,7 @@ import os
 import select
 import stat
 
+import dataclasses
 import math
 import re
 from collections.abc import Hashable, Sequence
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefixspec.errors import UsageError
+from prefixspec.formats.repeats import LARGEST_CALLS, LARGEST_REPEAT, POSITIONAL, PositionalNames, Repeat, Steps, clash, copy_name, latest_named, numbered
 from spec.api import RULE_PRESETS, CacheFactory, InvalidArgument, NodeId, PrefixCache, Rules, TargetFailure, checked_block_size, parse_rules
 from prefixspec.vocabulary import (
     TAKE_EVENTS,
@@ -51,6 +53,10 @@ FOREIGN = "foreign"
 
 FORMAT_VERSION = 1
 HEADER = f"prefixspec-trace {FORMAT_VERSION}"
+FOLDED_VERSION = 2
+"""Version 1 and repeat blocks (``prefixspec.formats.repeats``); a trace is written so only when it has one."""
+HEADER_FOLDED = f"prefixspec-trace {FOLDED_VERSION}"
+HEADERS = {HEADER: FORMAT_VERSION, HEADER_FOLDED: FOLDED_VERSION}
 
 
 class UnresolvedHandle(LookupError):
@@ -76,18 +82,27 @@ class Trace:
     """A block size, the rule set the results follow, and the steps to run on a fresh cache of that size."""
 
     block_size: int
-    steps: list[Step] = field(default_factory=list)
+    steps: Sequence[Step] = field(default_factory=list)
+    """Every call in order: a list, or ``repeats.Steps`` when repeat blocks fold them (made as they are asked for)."""
     comments: list[str] = field(default_factory=list)
     rules: Rules = RULE_PRESETS["strict"]
 
     def text(self) -> str:
-        lines = [HEADER]
+        """The trace as a file; repeat blocks kept folded (version 2), else version 1."""
+        folded = isinstance(self.steps, Steps) and self.steps.folded()
+        lines = [HEADER_FOLDED if folded else HEADER]
         for comment in self.comments:
             lines.append(f"# {comment}" if comment else "#")
         lines.append(f"block_size {self.block_size}")
         lines.append(f"rules {self.rules.name}")
-        for step in self.steps:
-            lines.append(step.text())
+        pieces = self.steps.pieces if isinstance(self.steps, Steps) else self.steps
+        for piece in pieces:
+            if isinstance(piece, Repeat):
+                lines.append(f"repeat {piece.count} {{")
+                lines.extend(step.text() for step in piece.body)
+                lines.append("}")
+            else:
+                lines.append(piece.text())
         return "\n".join(lines) + "\n"
 
     def calls(self) -> list[Call]:
@@ -132,44 +147,147 @@ def parse_rules_line(text: str, line: int) -> Rules:
 
 
 def parse_trace(text: str) -> Trace:
-    """A whole trace; raises TraceFormatError naming the first bad line (lines end at ``\\n`` only)."""
-    trace: Trace | None = None
-    seen_header = False
-    names: set[str] = {"root", FOREIGN}
-    header_comments: list[str] = []
-    rules_seen = False
+    """A whole trace; raises TraceFormatError naming the first bad line (lines end at ``\\n`` only).
+
+    Repeat blocks (version 2, ``prefixspec.formats.repeats``) are kept folded: the trace's ``steps`` makes their
+    copies as they are asked for.
+    """
+    reader = _Reader()
     for number, raw in enumerate(text.split("\n"), start=1):
-        stripped = raw.strip()
+        reader.line(number, raw.strip())
+    return reader.trace_read()
+
+
+_COPY_HANDLE = "n_copy_"
+"""What a handle ``n*`` is read as (``parse_call`` reads names only), then written back."""
+
+
+class _Reader:
+    """The state of reading a trace line by line: the header, the names given so far, an open repeat block."""
+
+    def __init__(self) -> None:
+        self.version: int | None = None
+        self.trace: Trace | None = None
+        self.header_comments: list[str] = []
+        self.rules_seen = False
+        self.pieces: list[Step | Repeat] = []
+        self.calls = 0
+        self.names: set[str] = {"root", FOREIGN}
+        self.numbered: set[int] = set()
+        self.positional = PositionalNames()
+        self.block: list[Step] | None = None
+        self.block_count = 0
+        self.block_line = 0
+
+    def line(self, number: int, stripped: str) -> None:
         if not stripped:
-            continue
+            return
         if stripped.startswith("#"):
-            if seen_header and trace is None:
-                header_comments.append(stripped[1:].strip())
-            continue
-        if not seen_header:
-            if stripped != HEADER:
-                raise TraceFormatError(number, f"expected the header {HEADER!r}, got {stripped[:80]!r}")
-            seen_header = True
-            continue
-        if trace is None:
-            trace = Trace(block_size=parse_block_size(stripped, number), comments=header_comments)
-            continue
-        if stripped.startswith("rules") and not trace.steps and not rules_seen:
-            trace.rules = parse_rules_line(stripped, number)
-            rules_seen = True
-            continue
-        step = parse_step(stripped, number)
+            if self.version is not None and self.trace is None:
+                self.header_comments.append(stripped[1:].strip())
+            return
+        if self.version is None:
+            self.version = HEADERS.get(stripped)
+            if self.version is None:
+                raise TraceFormatError(number, f"expected the header {HEADER!r} (or {HEADER_FOLDED!r}), got {stripped[:80]!r}")
+            return
+        if self.trace is None:
+            self.trace = Trace(block_size=parse_block_size(stripped, number), comments=self.header_comments)
+            return
+        if stripped.startswith("rules") and not self.pieces and self.block is None and not self.rules_seen:
+            self.trace.rules = parse_rules_line(stripped, number)
+            self.rules_seen = True
+            return
+        if stripped.startswith("repeat") or stripped == "}":
+            self.repeat_line(number, stripped)
+            return
+        self.step_line(number, stripped)
+
+    def repeat_line(self, number: int, stripped: str) -> None:
+        if self.version == FORMAT_VERSION:
+            raise TraceFormatError(number, f"a repeat block needs the header {HEADER_FOLDED!r}; this trace is {HEADER!r}")
+        if stripped == "}":
+            if self.block is None:
+                raise TraceFormatError(number, "'}' closes no repeat block")
+            if not self.block:
+                raise TraceFormatError(self.block_line, "this repeat block holds no call")
+            self.close_block(number)
+            return
+        words = stripped.split()
+        if self.block is not None:
+            raise TraceFormatError(number, f"repeat blocks do not nest: the one opened at line {self.block_line} is not closed")
+        count = read_int(words[1], signed=True) if len(words) == 3 and words[0] == "repeat" and words[2] == "{" else None
+        if count is None:
+            raise TraceFormatError(number, f"expected 'repeat N {{' (N a whole number from 1 to {LARGEST_REPEAT:,}), got {stripped[:80]!r}")
+        if not 1 <= count <= LARGEST_REPEAT:
+            raise TraceFormatError(number, f"a repeat count runs from 1 to {LARGEST_REPEAT:,}, got {count:,}")
+        self.block, self.block_count, self.block_line = [], count, number
+
+    def close_block(self, number: int) -> None:
+        assert self.block is not None
+        expanded = len(self.block) * self.block_count
+        if self.calls + expanded > LARGEST_CALLS:
+            raise TraceFormatError(self.block_line, f"this repeat block takes the trace past {LARGEST_CALLS:,} calls, more than any trace the checker replays")
+        taken = clash(self.calls, self.block, self.block_count, self.numbered)
+        if taken is not None:
+            raise TraceFormatError(self.block_line, f"handle {copy_name(taken)!r} is named twice: by an earlier line and by a copy of this block")
+        self.positional.add(self.calls, self.block, self.block_count)
+        self.pieces.append(Repeat(self.block_count, tuple(self.block), self.block_line))
+        self.calls += expanded
+        self.block = None
+
+    def step_line(self, number: int, stripped: str) -> None:
+        positional = stripped.startswith(POSITIONAL) and stripped[len(POSITIONAL) :].lstrip().startswith("=")
+        if positional and self.block is None:
+            raise TraceFormatError(number, f"a call is named {POSITIONAL!r} only inside a repeat block")
+        text = "n" + stripped[len(POSITIONAL) :] if positional else stripped
+        call_text, arrow, result = text.partition("->")
+        words = call_text.split()
+        copies_handle = POSITIONAL in words and _COPY_HANDLE not in text
+        if copies_handle:
+            text = " ".join(_COPY_HANDLE if word == POSITIONAL else word for word in words) + arrow + result
+        step = parse_step(text, number)
         for handle in step.call.handles:
-            if handle not in names:
+            if handle == _COPY_HANDLE and copies_handle:
+                if self.block is None or latest_named(self.block, len(self.block)) < 0:
+                    raise TraceFormatError(number, f"the handle {POSITIONAL!r} names the latest call named {POSITIONAL!r} above it in its repeat block, and there is none")
+            elif handle not in self.names and not self.positional.gives(handle) and not self.earlier_in_block(handle):
                 raise TraceFormatError(number, f"handle {handle!r} is not named by an earlier line")
-        if step.call.name:
-            if step.call.name in names:
+        if copies_handle:
+            step = dataclasses.replace(step, call=step.call.with_handles(lambda handle: POSITIONAL if handle == _COPY_HANDLE else handle))
+        if positional:
+            step = dataclasses.replace(step, call=dataclasses.replace(step.call, name=POSITIONAL))
+        elif step.call.name:
+            if self.block is not None:
+                raise TraceFormatError(number, f"a call inside a repeat block is named {POSITIONAL!r} (each copy is named for its position), not {step.call.name!r}")
+            if step.call.name in self.names or self.positional.gives(step.call.name):
                 raise TraceFormatError(number, f"handle {step.call.name!r} is named twice")
-            names.add(step.call.name)
-        trace.steps.append(step)
-    if trace is None:
-        raise TraceFormatError(1, f"empty trace: expected {HEADER!r} and 'block_size B'")
-    return trace
+            self.names.add(step.call.name)
+            index = numbered(step.call.name)
+            if index is not None:
+                self.numbered.add(index)
+        if self.block is not None:
+            self.block.append(step)
+            return
+        if self.calls + 1 > LARGEST_CALLS:
+            raise TraceFormatError(number, f"the trace passes {LARGEST_CALLS:,} calls, more than any trace the checker replays")
+        self.pieces.append(step)
+        self.calls += 1
+
+    def earlier_in_block(self, handle: str) -> bool:
+        """Whether ``handle`` names a copy, in the open block's first run, of a call above this line in it."""
+        index = numbered(handle)
+        offset = -1 if index is None else index - self.calls
+        return self.block is not None and 0 <= offset < len(self.block) and self.block[offset].call.name == POSITIONAL
+
+    def trace_read(self) -> Trace:
+        if self.trace is None:
+            raise TraceFormatError(1, f"empty trace: expected {HEADER!r} and 'block_size B'")
+        if self.block is not None:
+            raise TraceFormatError(self.block_line, "this repeat block is not closed with '}'")
+        folded = any(isinstance(piece, Repeat) for piece in self.pieces)
+        self.trace.steps = Steps(self.pieces) if folded else [piece for piece in self.pieces if not isinstance(piece, Repeat)]
+        return self.trace
 
 
 def decode_trace(data: bytes) -> str:
@@ -195,7 +313,12 @@ def read_trace_bytes(path: str | Path) -> bytes:
     wait for ever; it is read in pieces, so an endless file ends at the limit
     with a clear message instead of running out of memory.
     """
+    if not str(path).strip():
+        raise UsageError(f"a trace file is needed, and {str(path)!r} names none")
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UsageError(f"{path} is a folder, not a trace file")
     with os.fdopen(fd, "rb", buffering=0) as file:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             readable, _, _ = select.select([fd], [], [], PIPE_WAIT)
@@ -383,7 +506,4 @@ def replay(trace: Trace, cache: PrefixCache, foreign: CacheFactory | None = None
 def record(block_size: int, calls: Sequence[Call], cache: PrefixCache) -> Trace:
     """The trace of ``calls`` made on ``cache`` (fresh, of ``block_size``), its results as the expectations."""
     runner = CallRunner(cache)
-    trace = Trace(block_size)
-    for number, call in enumerate(calls, start=1):
-        trace.steps.append(Step(call, runner.run(call).text, number))
-    return trace
+    return Trace(block_size, [Step(call, runner.run(call).text, number) for number, call in enumerate(calls, start=1)])

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from spec.api import CacheFactory, PrefixCacheError, Rules
 from spec.model import SpecCache
+from prefixspec.formats.repeats import fold, named_by_position, renamed_result
 from prefixspec.formats.trace import FOREIGN, Trace, UnresolvedHandle
 from prefixspec.running.lockstep import Disagreement, Lockstep
 from prefixspec.vocabulary import TAKE_EVENTS, Call
@@ -215,13 +216,24 @@ def takes_note(takes: int) -> str:
 
 def counterexample_trace(block_size: int, calls: Sequence[Call], disagreement: Disagreement, title: str, reproduce: str) -> Trace:
     """The calls the disagreement's run made (``calls``, and the lockstep's takes of events between them) with the
-    spec's results as expectations, and the disagreement in the header."""
-    trace = Trace(block_size, list(disagreement.trace.steps), rules=disagreement.trace.rules)
+    spec's results as expectations, and the disagreement in the header.
+
+    Every naming call is renamed for its position, and runs of identical calls or blocks of calls are written as
+    repeat blocks (``repeats.fold``): a history of 2^16 uses reads as a handful of lines.
+    """
+    steps, renamed = named_by_position(disagreement.trace.steps)
+    trace = Trace(block_size, fold(steps), rules=disagreement.trace.rules)
+    last = disagreement.trace.steps[-1].call if disagreement.kind == "result" and disagreement.trace.steps else None
+    spec, cache = (
+        (disagreement.expected, disagreement.got)
+        if last is None
+        else (renamed_result(last, disagreement.expected, renamed), renamed_result(last, disagreement.got, renamed))
+    )
     trace.comments = [
         title,
         f"{calls_count(driven_calls(disagreement))}{takes_note(len(trace.steps) - driven_calls(disagreement))}; the last one shows the disagreement ({disagreement.kind}):",
-        f"  spec:  {disagreement.expected}",
-        f"  cache: {disagreement.got}",
+        f"  spec:  {spec}",
+        f"  cache: {cache}",
         f"Reproduce with: {reproduce}",
     ]
     return trace
