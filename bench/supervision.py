@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 import time
 
-from prefixspec.running.golden import golden_trace
-from prefixspec.running.shrink import first_disagreement
+from prefixspec.drive.golden import golden_trace
+from prefixspec.compare.shrink import first_disagreement
 from prefixspec.targets.named import load_target
 from prefixspec.targets.supervised import send, supervise
 from spec.api import Rules

@@ -794,6 +794,11 @@ class SpecCache:
         shown = tuple(copies) if any(copies) else ()  # R5 dup=keep: a node without copies shows none
         return NodeView(prefix[1], tuple(blocks), self._own_locks.get(prefix, 0), prefix[0], shown)
 
+    def marked_prefixes(self) -> set[Prefix]:
+        """R11: the prefixes the calls since the last refresh marked, the ones ``refresh_kept`` will look at again:
+        what a call touched, whatever the cache's size."""
+        return self._reshaped | self._restamped
+
     def refresh_kept(self) -> None:
         """R11: bring the kept views and digest terms up to date with the prefixes the calls since the last refresh
         marked: a node marked in its shape gets its view again, one marked in its locks or order its term."""

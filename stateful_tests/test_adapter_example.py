@@ -11,7 +11,7 @@ import pytest
 
 from examples.adapter_example import ToyAdapter, ToyRadixCache, TreeNode, make_cache
 from spec.model import SpecCache
-from prefixspec.running.lockstep import Disagreement, Lockstep
+from prefixspec.compare.lockstep import Disagreement, Lockstep
 from prefixspec.running.stages import RunPlan, run_check, run_golden
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import impl
-from prefixspec.running.engine import Workload, run_engine
-from prefixspec.running.lockstep import Lockstep
+from prefixspec.drive.engine import Workload, run_engine
+from prefixspec.compare.lockstep import Lockstep
 from spec.model import SpecCache
 
 

@@ -16,9 +16,9 @@ import pytest
 import impl
 from prefixspec.commands.main import build_parser, main
 from prefixspec.formats.trace import read_trace
-from prefixspec.running.golden import golden_trace
+from prefixspec.drive.golden import golden_trace
 from prefixspec.running.identify import identify
-from prefixspec.running.machines import call_machine_examples
+from prefixspec.drive.machines import call_machine_examples
 from prefixspec.running.profiles import PROFILE_SETTINGS
 from prefixspec.running.stages import RunPlan, run_stage
 from prefixspec.shipped import GOLDEN_TRACE

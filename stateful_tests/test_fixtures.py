@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from prefixspec.running.golden import golden_trace
+from prefixspec.drive.golden import golden_trace
 from spec.model import SpecCache
 from prefixspec.formats.trace import Divergence, Step, Trace, parse_trace, replay
 from prefixspec.shipped import GOLDEN_TRACE as GOLDEN

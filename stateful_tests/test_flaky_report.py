@@ -44,7 +44,7 @@ def test_a_target_that_answers_the_same_calls_differently_is_reported_as_flaky(t
 
 def test_an_order_difference_names_the_namespaces() -> None:
     from spec.api import NodeView, Snapshot
-    from prefixspec.running.lockstep import describe_snapshot_difference
+    from prefixspec.compare.lockstep import describe_snapshot_difference
     from spec.api import Rules
 
     stats = PrefixStats(0, 0, 0, 2, 0)

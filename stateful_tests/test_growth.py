@@ -1,4 +1,4 @@
-"""How a cache's calls grow with its size (``prefixspec.running.growth``), and the scale stage's answer to a cache too slow for it.
+"""How a cache's calls grow with its size (``prefixspec.drive.growth``), and the scale stage's answer to a cache too slow for it.
 
 The probe's verdicts are ratios between sizes of one run, the least over several rounds, so a loaded
 machine moves them little; the stage's budget is a parameter, so the tests that it stops a cache
@@ -11,8 +11,8 @@ from dataclasses import replace
 
 from impl import RadixCache
 from spec.api import BlockId
-from prefixspec.running.growth import PROBED_CALLS, Growth, probe_growth
-from prefixspec.running.scale import SCALE_POOL, too_slow
+from prefixspec.drive.growth import PROBED_CALLS, Growth, probe_growth
+from prefixspec.drive.scale import SCALE_POOL, too_slow
 from prefixspec.running.stages import RunPlan, run_scale_stage
 
 

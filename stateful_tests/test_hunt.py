@@ -14,7 +14,7 @@ from prefixspec.exit_status import ExitStatus
 from prefixspec.running.stages import RunPlan, run_stage
 from prefixspec.running.hunt import hunt, table
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, CatalogueError, Catalogue, Mutant, load_mutant, read_catalogue
-from prefixspec.running.seed_tests import SEED_TESTS
+from prefixspec.drive.seed_tests import SEED_TESTS
 from prefixspec.formats.trace import read_trace
 
 SEED_IDS = ["s01", "s02", "s03", "s04", "s05", "s06", "s07", "s08", "s09", "s10", "m01", "m02"]

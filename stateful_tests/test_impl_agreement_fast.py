@@ -1,7 +1,7 @@
 """``impl.RadixCache`` against the spec call by call, quickly: the agreement tests of ``make mutation``.
 
 Each case drives ``Lockstep(SpecCache(B), CheckedRadixCache(B))`` with the
-engine workload of ``prefixspec.running.engine`` for a few hundred steps, so a mutant of
+engine workload of ``prefixspec.drive.engine`` for a few hundred steps, so a mutant of
 ``impl/`` that changes any result, error or snapshot fails within a second.
 ``CheckedRadixCache`` also runs ``check_invariants()`` after every call that
 can change the tree, so a mutant that breaks an internal count, the LRU queue
@@ -18,8 +18,8 @@ import pytest
 
 from impl import RadixCache
 from spec.api import Namespace, BlockId, Inserted, NodeId, PrefixMatch
-from prefixspec.running.engine import Workload, run_engine
-from prefixspec.running.lockstep import Lockstep
+from prefixspec.drive.engine import Workload, run_engine
+from prefixspec.compare.lockstep import Lockstep
 from spec.model import SpecCache
 
 

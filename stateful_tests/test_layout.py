@@ -3,7 +3,7 @@
 - ``spec`` (the definition) imports nothing of the others;
 - ``impl`` imports ``spec.api`` alone;
 - ``prefixspec`` (the checker) imports ``spec`` and ``impl``, and within itself
-  runs in layers: vocabulary < formats < targets < running < commands;
+  runs in layers: vocabulary < formats < targets < compare < drive < running < commands;
 - ``bench`` (the benchmarks) may import the three, never ``examples``;
 - ``examples`` (adapters and engines a user copies) may import anything; nothing imports them.
 
@@ -31,9 +31,11 @@ LAYERS: dict[str, int] = {
     "prefixspec.vocabulary": 0,
     "prefixspec.formats": 1,
     "prefixspec.targets": 2,
-    "prefixspec.running": 3,
-    "prefixspec.commands": 4,
-    "prefixspec.__main__": 4,
+    "prefixspec.compare": 3,
+    "prefixspec.drive": 4,
+    "prefixspec.running": 5,
+    "prefixspec.commands": 6,
+    "prefixspec.__main__": 6,
 }
 """The checker's layers: a module imports only from its own layer or those below."""
 
@@ -146,13 +148,13 @@ def test_the_checks_fail_on_planted_arrows() -> None:
     planted = {name: set(targets) for name, targets in graph.items()}
     planted["spec.model"].add("prefixspec.vocabulary")
     planted["impl.cache"].add("spec.arith")
-    planted["prefixspec.formats.trace"].add("prefixspec.running.lockstep")
+    planted["prefixspec.formats.trace"].add("prefixspec.compare.lockstep")
     planted["bench.run"].add("examples.sglang.adapter")
     planted["prefixspec.running.stages"].add("bench.workload")
     wrong = wrong_arrows(planted)
     assert any(line.startswith("spec.model -> prefixspec.vocabulary") for line in wrong)
     assert any(line.startswith("impl.cache -> spec.arith") for line in wrong)
-    assert any(line.startswith("prefixspec.formats.trace -> prefixspec.running.lockstep") for line in wrong)
+    assert any(line.startswith("prefixspec.formats.trace -> prefixspec.compare.lockstep") for line in wrong)
     assert any(line.startswith("bench.run -> examples.sglang.adapter") for line in wrong)
     assert any(line.startswith("prefixspec.running.stages -> bench.workload") for line in wrong)
     assert circles(planted), "trace -> lockstep -> trace is a circle"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import settings
 
 import impl
-from prefixspec.running.machines import CALLS_PER_EXAMPLE, ENGINE_STEPS_PER_EXAMPLE, call_machine_examples
+from prefixspec.drive.machines import CALLS_PER_EXAMPLE, ENGINE_STEPS_PER_EXAMPLE, call_machine_examples
 from prefixspec.running.stages import RunPlan, run_stage
 
 

@@ -1,6 +1,6 @@
 """R11 compares only what a call can observe; R4's split=inherit and R8's slru, each against an independent cache.
 
-- The fast comparison of ``running.observable`` is the definition (every pair off one root path ranked
+- The fast comparison of ``compare.observable`` is the definition (every pair off one root path ranked
   alike), checked pair by pair on random trees and orders; the eviction walk is a naive walk's.
 - The definition is what calls reveal: for every pair off one root path of a spec state, two locks, an
   evict, two unlocks and ``evict 1`` free the one the snapshot ranks first, under every variant.
@@ -29,8 +29,8 @@ from impl import RadixCache
 from spec.api import RULE_PRESETS, NodeView, PrefixCache, Rules, Snapshot, parse_rules
 from spec.model import SpecCache
 from prefixspec.formats.protocol import greeting, parse_greeting
-from prefixspec.running.lockstep import Disagreement, Lockstep, snapshots_agree
-from prefixspec.running.observable import eviction_walk, observable_difference, on_one_root_path, order_report
+from prefixspec.compare.lockstep import Disagreement, Lockstep, snapshots_agree
+from prefixspec.compare.observable import eviction_walk, observable_difference, on_one_root_path, order_report
 from prefixspec.running.stages import RunPlan, run_stage
 from stateful_tests.counter_tree import CounterTree, Policy
 

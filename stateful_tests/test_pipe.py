@@ -148,7 +148,7 @@ def test_a_hang_that_hypothesis_reports_as_flaky_is_still_the_engines_report(tmp
     from hypothesis import settings
 
     from prefixspec.running.stages import RunPlan, run_machine
-    from prefixspec.running.machines import CALLS_PER_EXAMPLE, RunTally, call_machine
+    from prefixspec.drive.machines import CALLS_PER_EXAMPLE, RunTally, call_machine
 
     with PipeEngine(misbehaving("hang", 600), timeout=1) as hanging:
         tally = RunTally()

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import settings
 
 import impl
-from prefixspec.running.coverage import (
+from prefixspec.drive.coverage import (
     BOUNDARY_VALUES,
     LONG_NODE,
     MANY_TENANTS,
@@ -22,10 +22,10 @@ from prefixspec.running.coverage import (
     required_events,
     tree_shape,
 )
-from prefixspec.running.lockstep import Disagreement, Lockstep
-from prefixspec.running.long_node import check_long_node
-from prefixspec.running.machines import namespace_population, note_passed_back
-from prefixspec.running.shrink import first_disagreement
+from prefixspec.compare.lockstep import Disagreement, Lockstep
+from prefixspec.drive.long_node import check_long_node
+from prefixspec.drive.machines import namespace_population, note_passed_back
+from prefixspec.compare.shrink import first_disagreement
 from prefixspec.running.stages import STAGES, RunPlan, require_coverage, run_stage
 from spec.api import BlockRemoved, InvalidArgument, KVEvent, NodeView, PrefixStats, Rules, Snapshot
 from spec.model import SpecCache, as_namespace

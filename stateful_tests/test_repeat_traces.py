@@ -17,10 +17,10 @@ from prefixspec.commands.main import main
 from prefixspec.commands.options import LONGEST_TIMEOUT
 from prefixspec.formats.repeats import LARGEST_CALLS, LARGEST_REPEAT, Repeat, Steps, fold, named_by_position
 from prefixspec.formats.trace import Step, Trace, parse_trace, read_trace, record
-from prefixspec.running.engine import Engine, Workload
+from prefixspec.drive.engine import Engine, Workload
 from prefixspec.running.recorded import READS_ONLY, Recording, shrink_within
-from prefixspec.running.lockstep import Disagreement
-from prefixspec.running.shrink import counterexample_trace
+from prefixspec.compare.lockstep import Disagreement
+from prefixspec.compare.shrink import counterexample_trace
 from prefixspec.running.stages import RunPlan, run_stage
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, load_mutant, read_catalogue
 from prefixspec.targets.recording import RecordingCache

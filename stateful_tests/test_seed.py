@@ -1,11 +1,11 @@
 """The seed's eight tests, under its names and with its numbers, on the spec and on the implementation.
 
-The bodies live in ``prefixspec/running/seed_tests.py`` so that ``prefixspec hunt`` can run them on mutants.
+The bodies live in ``prefixspec/drive/seed_tests.py`` so that ``prefixspec hunt`` can run them on mutants.
 """
 
 from __future__ import annotations
 
-from prefixspec.running import seed_tests
+from prefixspec.drive import seed_tests
 from spec.api import CacheFactory
 
 

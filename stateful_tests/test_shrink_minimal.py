@@ -16,7 +16,7 @@ import pytest
 from spec.model import SpecCache
 from prefixspec.formats.trace import parse_trace, read_trace, record
 from prefixspec.running.recorded import Recording, shrink
-from prefixspec.running.shrink import delta_debug, first_disagreement, handles_resolve
+from prefixspec.compare.shrink import delta_debug, first_disagreement, handles_resolve
 from prefixspec.running.stages import RunPlan, run_stage
 from prefixspec.shipped import IMPL_CATALOGUE
 from prefixspec.targets.mutants import load_mutant, read_catalogue

@@ -26,8 +26,8 @@ from impl import RadixCache
 from spec.api import DIGEST_FEATURE, RULE_PRESETS, NodeId, PrefixCacheError, Rules, Snapshot
 from spec.model import SpecCache
 from prefixspec.running.identify import every_rule_set
-from prefixspec.running.lockstep import Disagreement, Lockstep
-from prefixspec.running.shrink import first_disagreement
+from prefixspec.compare.lockstep import Disagreement, Lockstep
+from prefixspec.compare.shrink import first_disagreement
 from prefixspec.vocabulary import FEATURES, Call, features_of
 from stateful_tests.counter_tree import CounterTree
 
@@ -146,7 +146,7 @@ def test_a_digest_costs_the_nodes_a_call_changes_not_the_cache() -> None:
     assert len(spec.kept_snapshot().nodes) > 1000
     spec.match_prefix([7, 5, 0, 1, 9])
     cache.match_prefix([7, 5, 0, 1, 9])
-    assert len(spec._reshaped | spec._restamped) <= 4
+    assert len(spec.marked_prefixes()) <= 4
     assert len(cache.tree().reshaped | cache.tree().restamped) <= 4
     assert spec.snapshot_digest() == cache.snapshot_digest() == spec.digest_from_scratch()
 

@@ -13,9 +13,9 @@ from spec.api import BlockRemoved, BlockStored, InvalidArgument, KVEvent, Namesp
 from spec.model import SpecCache
 from prefixspec.commands.main import main
 from prefixspec.formats.protocol import greeting, parse_greeting, parse_snapshot, render_snapshot
-from prefixspec.running.lockstep import Disagreement, Lockstep
-from prefixspec.running.machines import NAMESPACE_PAIRS
-from prefixspec.running.mirror import Mirror, MirrorError
+from prefixspec.compare.lockstep import Disagreement, Lockstep
+from prefixspec.drive.machines import NAMESPACE_PAIRS
+from prefixspec.compare.mirror import Mirror, MirrorError
 from prefixspec.vocabulary import features_of
 
 CACHES = {"spec": SpecCache, "impl": impl.RadixCache}

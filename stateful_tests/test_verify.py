@@ -11,7 +11,7 @@ import pytest
 import impl
 from spec.api import PrefixCacheError
 from prefixspec.commands.main import main
-from prefixspec.running.engine import Engine, Workload
+from prefixspec.drive.engine import Engine, Workload
 from prefixspec.formats.trace import parse_trace, read_trace
 from prefixspec.running.recorded import Recording, shrink
 from prefixspec.targets.recording import RecordingCache

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from prefixspec.exit_status import ExitStatus
-from prefixspec.running.golden import golden_trace
+from prefixspec.drive.golden import golden_trace
 
 
 def add_golden_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

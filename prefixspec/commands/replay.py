@@ -11,7 +11,7 @@ from prefixspec.commands.options import add_exec_options, add_rules_option, exec
 from prefixspec.exit_status import ExitStatus
 from prefixspec.targets.beacon import mark_stage
 from prefixspec.formats.trace import Trace, read_trace, replay
-from prefixspec.running.shrink import first_disagreement
+from prefixspec.compare.shrink import first_disagreement
 from prefixspec.targets.named import load_target
 
 

@@ -26,12 +26,26 @@ import itertools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, overload
+from typing import overload
 
 from prefixspec.vocabulary import Call, result_node
 
-if TYPE_CHECKING:
-    from prefixspec.formats.trace import Step
+
+@dataclass(frozen=True)
+class Step:
+    """One line of a trace (``formats.trace``): a call and, when known, its expected result text; ``line`` is its line in the file."""
+
+    call: Call
+    expected: str | None
+    line: int = 0
+
+    def text(self) -> str:
+        if self.expected is None:
+            return self.call.text()
+        return f"{self.call.text()} -> {self.expected}"
+
+
+
 
 POSITIONAL = "n*"
 """The name a naming call carries inside a repeat block: its copy at position P is named ``nP``."""
@@ -64,7 +78,7 @@ class Repeat:
     line: int = 0
 
 
-class Steps(Sequence["Step"]):
+class Steps(Sequence[Step]):
     """The steps of a trace with repeat blocks, made as they are asked for (by index, slice or iteration)."""
 
     def __init__(self, pieces: Sequence[Step | Repeat]) -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefixspec.errors import UsageError
-from prefixspec.formats.repeats import LARGEST_CALLS, LARGEST_REPEAT, POSITIONAL, PositionalNames, Repeat, Steps, clash, copy_name, latest_named, numbered
+from prefixspec.formats.repeats import LARGEST_CALLS, Step, LARGEST_REPEAT, POSITIONAL, PositionalNames, Repeat, Steps, clash, copy_name, latest_named, numbered
 from spec.api import RULE_PRESETS, CacheFactory, InvalidArgument, NodeId, PrefixCache, Rules, TargetFailure, checked_block_size, parse_rules
 from prefixspec.vocabulary import (
     TAKE_EVENTS,
@@ -61,20 +61,6 @@ HEADERS = {HEADER: FORMAT_VERSION, HEADER_FOLDED: FOLDED_VERSION}
 
 class UnresolvedHandle(LookupError):
     """A call names a handle whose call gave no node (it raised an error)."""
-
-
-@dataclass(frozen=True)
-class Step:
-    """A call and, when known, its expected result text; ``line`` is its line in the file."""
-
-    call: Call
-    expected: str | None
-    line: int = 0
-
-    def text(self) -> str:
-        if self.expected is None:
-            return self.call.text()
-        return f"{self.call.text()} -> {self.expected}"
 
 
 @dataclass

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from spec.api import Rules, TargetFailure
-from prefixspec.running.seed_tests import SEED_TESTS
+from prefixspec.drive.seed_tests import SEED_TESTS
 from prefixspec.running.stages import RunPlan, run_check
 from prefixspec.errors import TargetError
 from prefixspec.exit_status import ExitStatus

@@ -36,7 +36,7 @@ from pathlib import Path
 from hypothesis import settings as Settings
 
 from spec.api import CacheFactory, Rules, parse_rules
-from prefixspec.running.machines import ENGINE_STEPS_PER_EXAMPLE
+from prefixspec.drive.machines import ENGINE_STEPS_PER_EXAMPLE
 from prefixspec.running.profiles import profile_settings
 from prefixspec.running.report import StageResult
 from prefixspec.running.stages import STAGES, RunPlan, run_stage

@@ -35,8 +35,8 @@ from typing import Literal
 from spec.api import BlockId, Namespace
 from spec.model import SpecCache
 from prefixspec.formats.trace import CallRunner, Step, Trace, same_outcome
-from prefixspec.running.engine import cached_block_by_prefix
-from prefixspec.running.shrink import delta_debug
+from prefixspec.drive.engine import cached_block_by_prefix
+from prefixspec.compare.shrink import delta_debug
 from prefixspec.vocabulary import QUERIES, Call, read_int, result_node
 
 _LISTS = re.compile(r"\[([^\]]*)\]")

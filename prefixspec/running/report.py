@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from spec.api import RULE_FIELDS, Rules
-from prefixspec.running.machines import RunTally
+from prefixspec.drive.machines import RunTally
 
 
 LONGEST_LINE = 20_000

@@ -32,10 +32,10 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from spec.api import CacheFactory, Rules, TargetFailure
 from prefixspec.formats.trace import Trace
-from prefixspec.running.coverage import Coverage, required_events
-from prefixspec.running.golden import golden_trace
-from prefixspec.running.long_node import LONG_NODE_CALLS, LongNodeDisagreement, check_long_node
-from prefixspec.running.machines import (
+from prefixspec.drive.coverage import Coverage, required_events
+from prefixspec.drive.golden import golden_trace
+from prefixspec.drive.long_node import LONG_NODE_CALLS, LongNodeDisagreement, check_long_node
+from prefixspec.drive.machines import (
     CALLS_PER_EXAMPLE,
     ENGINE_STEPS_PER_EXAMPLE,
     RunTally,
@@ -44,11 +44,11 @@ from prefixspec.running.machines import (
     engine_bursts,
     engine_machine,
 )
-from prefixspec.running.growth import probe_growth
+from prefixspec.drive.growth import probe_growth
 from prefixspec.running.profiles import PROFILES, profile_settings
 from prefixspec.running.report import CheckReport, Progress, StageResult, cut_long_comments, flaky_failure
-from prefixspec.running.scale import SCALE_BUDGET, StageTooSlow, run_scale, too_slow
-from prefixspec.running.shrink import DoesNotReproduce, counterexample_trace, first_disagreement, minimise
+from prefixspec.drive.scale import SCALE_BUDGET, StageTooSlow, run_scale, too_slow
+from prefixspec.compare.shrink import DoesNotReproduce, counterexample_trace, first_disagreement, minimise
 
 
 REPORT_WITHIN = 50.0

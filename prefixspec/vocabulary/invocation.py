@@ -70,7 +70,7 @@ def as_int(value: object, what: str) -> int:
 
 FEATURES = ("namespaces", "events", "walk-order", "unordered")
 """R12 (``match_prefix`` and ``insert`` take ``namespace``) and R13 (``take_events``): a cache may offer either.
-``walk-order`` and ``unordered`` say how its snapshot reports the order (R11, ``running.observable``): as its
+``walk-order`` and ``unordered`` say how its snapshot reports the order (R11, ``compare.observable``): as its
 eviction walk would free the nodes, or not at all; without either, in its eviction order."""
 
 NAMESPACED_METHODS: tuple[str, ...] = tuple(kind.method for kind in CALLS if kind.namespaced)

@@ -11,8 +11,8 @@ import random
 from collections.abc import Callable
 
 from spec.api import PrefixCacheError
-from prefixspec.running.engine import Engine, Workload
-from prefixspec.running.lockstep import Lockstep
+from prefixspec.drive.engine import Engine, Workload
+from prefixspec.compare.lockstep import Lockstep
 from spec.model import SpecCache
 from prefixspec.formats.trace import Trace
 

@@ -16,7 +16,7 @@ from spec.api import CacheFactory, PrefixCacheError, Rules
 from spec.model import SpecCache
 from prefixspec.formats.repeats import fold, named_by_position, renamed_result
 from prefixspec.formats.trace import FOREIGN, Trace, UnresolvedHandle
-from prefixspec.running.lockstep import Disagreement, Lockstep
+from prefixspec.compare.lockstep import Disagreement, Lockstep
 from prefixspec.vocabulary import TAKE_EVENTS, Call
 
 

@@ -10,7 +10,7 @@ result, so the calls up to a disagreement are a ready counterexample trace.
 A target that keeps a snapshot digest (``spec.api.DIGEST_FEATURE``, declared in its features) is compared
 by its digest after a call: equal digests are equal states, at a cost independent of the caches' size.  A
 digest that differs is no verdict: the two snapshots are built and compared as for any target, so a cache
-whose state differs only in an order no call observes (``running.observable``) still passes; and every
+whose state differs only in an order no call observes (``compare.observable``) still passes; and every
 ``full_every``-th comparison is a full one whatever the digests say, against the spec's snapshot built from
 scratch, a backstop against a collision of the 64-bit digests.
 
@@ -35,8 +35,8 @@ from typing import SupportsIndex, cast
 from spec.api import DIGEST_FEATURE, ERROR_TYPES, CacheFactory, KVEvent, NodeId, NodeView, PrefixCache, Rules, Snapshot
 from spec.model import SpecCache
 from prefixspec.formats.trace import PASSED_ON, CallRunner, Step, Trace, outcome_text, same_outcome
-from prefixspec.running.mirror import Mirror, MirrorError, contents_difference
-from prefixspec.running.observable import OrderReport, eviction_walk, observable_difference, on_one_root_path, order_report
+from prefixspec.compare.mirror import Mirror, MirrorError, contents_difference
+from prefixspec.compare.observable import OrderReport, eviction_walk, observable_difference, on_one_root_path, order_report
 from prefixspec.vocabulary import BY_OP, TAKE_EVENTS, Call, CallThrough, Unwritable, WrongResult, features_of, render_ints, render_namespace, render_stats
 
 
@@ -129,7 +129,7 @@ def moved_node(expected: Sequence[NodeView], got: Sequence[NodeView], tokens: Se
 def snapshots_agree(expected: Snapshot, got: Snapshot, order: OrderReport = "eviction-order") -> bool:
     """R11: the same block size, counters and nodes, and the order as far as a call can observe it and the cache reports it.
 
-    ``order`` is how the cache reports it (``running.observable``): its eviction order, compared on the pairs of
+    ``order`` is how the cache reports it (``compare.observable``): its eviction order, compared on the pairs of
     nodes off one root path; its eviction walk, compared with the spec's; or none.
     """
     if expected == got:
@@ -258,7 +258,7 @@ class Lockstep(CallThrough):
         self._block_size_checked = False
         self.events = check_events and target is not None and "events" in features_of(target)
         self.order: OrderReport = order_report(features_of(target)) if target is not None else "eviction-order"
-        """How the target's snapshot reports the order (R11, ``running.observable``)."""
+        """How the target's snapshot reports the order (R11, ``compare.observable``)."""
         """Take and compare the target's KV events after every call that takes arguments (R13)."""
         self.mirror = Mirror(copies=reference.rules.dup == "keep")
         """The router's mirror, folded from the target's events alone."""

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 from spec.api import CacheFactory, InvalidArgument, NotLocked, PrefixStats
 from prefixspec.formats.trace import read_trace, replay
-from prefixspec.running.engine import Workload, run_engine
+from prefixspec.drive.engine import Workload, run_engine
 from prefixspec.shipped import GOLDEN_TRACE
 
 

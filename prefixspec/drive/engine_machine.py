@@ -1,4 +1,4 @@
-"""The engine machine: an engine's block manager (``running.engine``) over a pool of block ids, on the spec and a cache.
+"""The engine machine: an engine's block manager (``drive.engine``) over a pool of block ids, on the spec and a cache.
 
 Each rule runs a seeded burst of engine steps, because Hypothesis spends its
 choice budget per drawn value: drawing only a seed and a length lets one
@@ -16,10 +16,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from spec.api import CacheFactory, Namespace, Rules
 from spec.model import SpecCache
-from prefixspec.running.draws import TAKE_SCHEDULES, namespace_population
-from prefixspec.running.engine import Engine, Workload
-from prefixspec.running.lockstep import Lockstep
-from prefixspec.running.tallies import BURST_STEPS, RunTally, attach_trace
+from prefixspec.drive.draws import TAKE_SCHEDULES, namespace_population
+from prefixspec.drive.engine import Engine, Workload
+from prefixspec.compare.lockstep import Lockstep
+from prefixspec.drive.tallies import BURST_STEPS, RunTally, attach_trace
 from prefixspec.vocabulary import features_of
 
 

@@ -4,7 +4,7 @@ Matches and inserts of prompts that share, extend and diverge; correct,
 duplicate and wrong block lists; locks and unlocks of handles old and new
 (including evicted ones); evictions of every size; the counters; and, in the
 extremes stage, trees hundreds of nodes deep and wide.  The rules are grouped
-by what they exercise (``running.call_rules``); ``call_machine`` builds the
+by what they exercise (``drive.call_rules``); ``call_machine`` builds the
 machine for one cache factory, one tally and one rule set.
 """
 
@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import MultipleResults, RuleBasedStateMachine, initialize
 
 from spec.api import CacheFactory, Rules
-from prefixspec.running.call_rules import EvictRules, ExtremeRules, InsertRules, LockRules, NamespaceRules, PromptRules
-from prefixspec.running.call_state import PROMPTS, CallMachineSetup
-from prefixspec.running.coverage import BOUNDARY_VALUES, DEEP, MANY_TENANTS, WIDE
-from prefixspec.running.draws import BLOCK_SIZES, EXTREME_BLOCK_SIZES, EXTREMES, ID_BASES, TAKE_SCHEDULES, TOKEN_ALPHABETS
-from prefixspec.running.tallies import RunTally
+from prefixspec.drive.call_rules import EvictRules, ExtremeRules, InsertRules, LockRules, NamespaceRules, PromptRules
+from prefixspec.drive.call_state import PROMPTS, CallMachineSetup
+from prefixspec.drive.coverage import BOUNDARY_VALUES, DEEP, MANY_TENANTS, WIDE
+from prefixspec.drive.draws import BLOCK_SIZES, EXTREME_BLOCK_SIZES, EXTREMES, ID_BASES, TAKE_SCHEDULES, TOKEN_ALPHABETS
+from prefixspec.drive.tallies import RunTally
 
 
 class EveryCallRule(PromptRules, InsertRules, NamespaceRules, LockRules, EvictRules, ExtremeRules):

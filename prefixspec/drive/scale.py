@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 from spec.api import CacheFactory, Rules
 from spec.model import SpecCache
-from prefixspec.running.coverage import BIG_CACHE, LONG_LIFE, Coverage
-from prefixspec.running.engine import Engine, Workload
-from prefixspec.running.growth import Growth, micros
-from prefixspec.running.lockstep import Lockstep
+from prefixspec.drive.coverage import BIG_CACHE, LONG_LIFE, Coverage
+from prefixspec.drive.engine import Engine, Workload
+from prefixspec.drive.growth import Growth, micros
+from prefixspec.compare.lockstep import Lockstep
 
 SCALE_POOL = 5120
 SCALE_CALLS = 20_000

@@ -1,7 +1,7 @@
 """The call machine's rule groups, each a class that reads on its own: prompts, matches and inserts, namespaces,
 locks, evictions and counters, and the extremes.
 
-Every group is a ``CallMachineState``; ``running.call_machine`` puts them
+Every group is a ``CallMachineState``; ``drive.call_machine`` puts them
 together.  Hypothesis orders a machine's rules by their targets, arguments and
 names, not by the class that holds them, so the grouping leaves the draws as
 they were.
@@ -16,9 +16,9 @@ from hypothesis.stateful import MultipleResults, consumes, multiple, preconditio
 
 from spec.api import ID_LIMIT, BlockId, Inserted, Namespace, NodeId, PrefixMatch
 from prefixspec.formats.trace import FOREIGN
-from prefixspec.running.call_state import NODES, PROMPTS, CallMachineState, NodePair, note_passed_back
-from prefixspec.running.coverage import BOUNDARY_VALUES, DEEP, MANY_LOCKS, WIDE
-from prefixspec.running.draws import MIXED_PASSED_BACK, NAMESPACE_DRAW, NAMESPACE_PAIRS, PASSED_BACK, TOKEN_ALPHABETS, namespace_population
+from prefixspec.drive.call_state import NODES, PROMPTS, CallMachineState, NodePair, note_passed_back
+from prefixspec.drive.coverage import BOUNDARY_VALUES, DEEP, MANY_LOCKS, WIDE
+from prefixspec.drive.draws import MIXED_PASSED_BACK, NAMESPACE_DRAW, NAMESPACE_PAIRS, PASSED_BACK, TOKEN_ALPHABETS, namespace_population
 from prefixspec.vocabulary import BY_OP, QUERIES, Call
 
 

@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from spec.api import ID_LIMIT, BlockId, CacheFactory, Inserted, NodeView, PrefixCacheError, PrefixMatch, PrefixStats, Rules, Snapshot
 from spec.model import SpecCache
-from prefixspec.running.coverage import LONG_NODE
+from prefixspec.drive.coverage import LONG_NODE
 from prefixspec.vocabulary import BY_OP
 
 COARSE = 4096

@@ -6,8 +6,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from prefixspec.running.coverage import Coverage
-from prefixspec.running.lockstep import Lockstep
+from prefixspec.drive.coverage import Coverage
+from prefixspec.compare.lockstep import Lockstep
 
 ENGINE_STEPS_PER_EXAMPLE = 3000
 """Every engine example must run at least this many engine steps; the runner checks it."""

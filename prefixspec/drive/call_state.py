@@ -1,7 +1,7 @@
 """The call machine's state: the pair of caches in lockstep, the example's ids, and the helpers every rule group uses.
 
 ``CallMachineState`` is the base of the call machine's rule groups
-(``running.call_rules``) and of the machines themselves (``running.call_machine``);
+(``drive.call_rules``) and of the machines themselves (``drive.call_machine``);
 what it is built for (the cache factory, the tally, the rule set, whether the
 extreme rules run) is its ``setup``, given by ``call_machine``.
 """
@@ -18,9 +18,9 @@ from hypothesis.stateful import Bundle, MultipleResults, RuleBasedStateMachine, 
 
 from spec.api import ID_LIMIT, BlockId, CacheFactory, Namespace, NodeId, PrefixCacheError, Rules
 from spec.model import SpecCache
-from prefixspec.running.coverage import Coverage
-from prefixspec.running.lockstep import Lockstep
-from prefixspec.running.tallies import RunTally, attach_trace
+from prefixspec.drive.coverage import Coverage
+from prefixspec.compare.lockstep import Lockstep
+from prefixspec.drive.tallies import RunTally, attach_trace
 from prefixspec.vocabulary import features_of
 
 PROMPTS: Bundle[tuple[int, ...]] = Bundle("prompts")

@@ -1,6 +1,6 @@
 """What the machines draw: block sizes, id bases, namespaces, event schedules, passed-back ids and token alphabets.
 
-Each strategy is a choice of the conformance machines (``running.machines``)
+Each strategy is a choice of the conformance machines (``drive.machines``)
 with the reason for it; ``namespace_population`` makes many tenants from one seed.
 """
 
@@ -11,7 +11,7 @@ import random
 from hypothesis import strategies as st
 
 from spec.api import ID_LIMIT, Namespace
-from prefixspec.running.coverage import BOUNDARY_VALUES
+from prefixspec.drive.coverage import BOUNDARY_VALUES
 
 BLOCK_SIZES = st.one_of(st.integers(1, 4), st.sampled_from([5, 7, 16, 17, 32]))
 """Half the examples at 1-4 tokens a block (dense traffic finds the logic bugs), half at odd and engine sizes."""
