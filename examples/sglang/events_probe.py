@@ -8,7 +8,7 @@ Each scenario drives ``examples.sglang.adapter.SglangCache`` and ``spec.model.Sp
 ``sglang``) with the same calls, from empty caches of block size 2.  After every call it prints both
 answers and both caches' ``take_events()`` cut into one fact per block (``prefixspec.vocabulary.per_block``,
 the checker's normal form); at the end it folds each stream into a router's mirror
-(``prefixspec.running.mirror.Mirror``) and compares it with the cache's contents.  A line starts with
+(``prefixspec.compare.mirror.Mirror``) and compares it with the cache's contents.  A line starts with
 ``ok`` when SGLang and the spec agree, ``DIFF`` when they do not.  Exit 0 always: the probe records what
 SGLang does, it asserts nothing.
 """
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from examples.sglang.adapter import NamespaceField, SglangCache
-from prefixspec.running.mirror import Mirror, MirrorError, Place
+from prefixspec.compare.mirror import Mirror, MirrorError, Place
 from prefixspec.vocabulary import BlockFact, per_block
 from spec.api import RULE_PRESETS, BlockId, KVEvent, Namespace, PrefixCacheError, Snapshot
 from spec.model import SpecCache

@@ -261,7 +261,7 @@ class UnifiedCache(SglangCache):
     @property
     def prefixspec_features(self) -> frozenset[str]:
         """What the kit may ask of this cache (``prefixspec.vocabulary.features_of``): namespaces and events, and
-        for the Rust core ``unordered`` (``prefixspec/running/observable.py``): its binding reports no order, so its
+        for the Rust core ``unordered`` (``prefixspec/compare/observable.py``): its binding reports no order, so its
         snapshot's nodes are compared without one and its order is checked by what each ``evict`` frees."""
         offered = {"namespaces", "events"}
         if not self.reports_order:

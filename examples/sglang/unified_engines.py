@@ -176,7 +176,7 @@ def prose_of(sglang: Any, chosen_policies: list[str], rust_reason: str | None, d
         "model's pools), HiCache's host tier, and session-aware caching (`enable_session_radix_cache`, which the Rust",
         "core refuses, `rust_tree_core/adapter.py:386-389`, and the registry sends to the Python core). The Rust",
         "binding reports no recency, hits or creation time of a node, so its snapshot is `unordered`",
-        "(`prefixspec/running/observable.py`): its nodes are compared without an order and its order is checked by",
+        "(`prefixspec/compare/observable.py`): its nodes are compared without an order and its order is checked by",
         "what each `evict` frees, and by the Python core beside it.",
     ]
     if rust_reason is not None:
