@@ -66,36 +66,14 @@ from spec.api import (
     is_namespace,
 )
 from bench.sglang_loading import FreedSlots, Sglang, load_sglang
+from examples.arguments import caller_count, caller_ids, caller_namespace
 
 POLICIES = ("lru", "lfu", "fifo", "mru", "filo")
 """SGLang's eviction strategies that need no argument of a call (``priority`` takes one at insert)."""
 
 
-def _ids(values: object, what: str) -> list[int]:
-    """R1: a sequence of ints in [0, 2**32), else InvalidArgument (SGLang checks nothing)."""
-    if not isinstance(values, Sequence) or isinstance(values, str):
-        raise InvalidArgument(f"{what} must be a sequence of ints")
-    checked = []
-    for value in values:
-        try:
-            number = operator.index(value)
-        except TypeError:
-            raise InvalidArgument(f"{what} must be ints, got {type(value).__name__}") from None
-        if not 0 <= number < ID_LIMIT:
-            raise InvalidArgument(f"{what} must lie in [0, 2**32), got {number}")
-        checked.append(number)
-    return checked
-
-
 NamespaceField = Literal["extra_key", "cache_salt"]
 """Which field of SGLang's ``RadixKey`` carries the spec's namespace (R12)."""
-
-
-def _namespace(value: object) -> Namespace:
-    """R12: ``value`` as a namespace (``spec.api.is_namespace``), else InvalidArgument."""
-    if not is_namespace(value):
-        raise InvalidArgument(f"{NAMESPACE_SHAPE}, got {type(value).__name__}")
-    return cast(Namespace, value)
 
 
 def _tagged(part: NamespacePart) -> list[Any]:
@@ -264,8 +242,8 @@ class SglangCache:
     # The calls.
 
     def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
-        prompt = _ids(tokens, "tokens")
-        space = _namespace(namespace)
+        prompt = caller_ids(tokens, "tokens")
+        space = caller_namespace(namespace)
         key = self.radix_key(prompt, space, limit=max(len(prompt) - 1, 0))
         result = self.cache.match_prefix(self.sg.MatchPrefixParams(key=key))
         node = result.last_device_node
@@ -278,8 +256,8 @@ class SglangCache:
         return PrefixMatch(matched, self.path_blocks(node), node)
 
     def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
-        prompt, given = _ids(tokens, "tokens"), _ids(blocks, "blocks")
-        space = _namespace(namespace)
+        prompt, given = caller_ids(tokens, "tokens"), caller_ids(blocks, "blocks")
+        space = caller_namespace(namespace)
         whole = len(prompt) // self.size
         if len(given) != whole:
             raise InvalidArgument(f"{len(prompt)} tokens take {whole} blocks, got {len(given)}")
@@ -345,12 +323,7 @@ class SglangCache:
         self.cache.dec_lock_ref(live)
 
     def evict(self, n_blocks: int) -> list[BlockId]:
-        try:
-            wanted = operator.index(n_blocks)
-        except TypeError:
-            raise InvalidArgument("n_blocks must be an int") from None
-        if wanted < 0:
-            raise InvalidArgument(f"n_blocks must be >= 0, got {wanted}")
+        wanted = caller_count(n_blocks)
         self.allocator.freed.clear()
         if wanted:
             self.cache.evict(self.sg.EvictParams(num_tokens=wanted * self.size))

@@ -63,44 +63,13 @@ from spec.api import (
     Snapshot,
     UnknownNode,
 )
+from examples.arguments import caller_count, caller_ids, caller_namespace
 from examples.sglang.adapter import namespace_key, namespace_of
 from examples.vllm.loading import Vllm, import_failure, load_vllm
 from examples.vllm.translation import BlockIds, HashIndex, Place, PlaceTree, TranslationError, place_after
 
 
 load_vllm()  # vLLM's import takes about 20 s: at the target's import, not inside its first (timed) call
-
-
-def _ids(values: object, what: str) -> list[int]:
-    """R1: a sequence of ints in [0, 2**32), else InvalidArgument (vLLM checks nothing of the caller's)."""
-    if not isinstance(values, Sequence) or isinstance(values, str):
-        raise InvalidArgument(f"{what} must be a sequence of ints")
-    checked = []
-    for value in values:
-        try:
-            number = operator.index(value)
-        except TypeError:
-            raise InvalidArgument(f"{what} must be ints, got {type(value).__name__}") from None
-        if not 0 <= number < ID_LIMIT:
-            raise InvalidArgument(f"{what} must lie in [0, 2**32), got {number}")
-        checked.append(number)
-    return checked
-
-
-def _namespace(value: object) -> Namespace:
-    """R12: None, an int that is no bool, a str, or a flat tuple of those; else InvalidArgument."""
-
-    def is_word(part: object) -> bool:
-        return (isinstance(part, int) and not isinstance(part, bool)) or isinstance(part, str)
-
-    if isinstance(value, tuple):
-        for part in value:
-            if part is not None and not is_word(part):
-                raise InvalidArgument(f"a namespace tuple holds None, ints and strs, got {type(part).__name__}")
-        return value
-    if value is None or is_word(value):
-        return value  # type: ignore[return-value]  # is_word narrowed it to int | str
-    raise InvalidArgument(f"a namespace is None, an int, a str or a tuple of those, got {type(value).__name__}")
 
 
 def _loaded() -> Vllm:
@@ -197,8 +166,8 @@ class VllmCache:
     # The calls ---------------------------------------------------------------------------------
 
     def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
-        prompt = _ids(tokens, "tokens")
-        space = _namespace(namespace)
+        prompt = caller_ids(tokens, "tokens")
+        space = caller_namespace(namespace)
         self.lookups += 1
         self.query_tokens += len(prompt)
         if not prompt:
@@ -212,8 +181,8 @@ class VllmCache:
         leading cached ids, as its lookup at admission found them) and new blocks for the rest, the caller's,
         which ``cache_blocks`` caches even where a place holds a block already (a copy, block_pool.py:48-52;
         vLLM looks up once, at admission, kv_cache_manager.py:264-321), then ``free``."""
-        prompt, given = _ids(tokens, "tokens"), _ids(blocks, "blocks")
-        space = _namespace(namespace)
+        prompt, given = caller_ids(tokens, "tokens"), caller_ids(blocks, "blocks")
+        space = caller_namespace(namespace)
         size = self.size
         whole = len(prompt) // size
         if len(given) != whole:
@@ -302,12 +271,7 @@ class VllmCache:
         self.manager.free(live.locks.pop())
 
     def evict(self, n_blocks: int) -> list[BlockId]:
-        try:
-            wanted = operator.index(n_blocks)
-        except TypeError:
-            raise InvalidArgument("n_blocks must be an int") from None
-        if wanted < 0:
-            raise InvalidArgument(f"n_blocks must be >= 0, got {wanted}")
+        wanted = caller_count(n_blocks)
         count = min(wanted, self.pool.get_num_free_blocks())
         going = list(itertools.islice(self.pool.free_block_queue.iter_blocks_after(None), count))
         hashes = [self.vllm.external_hash(block.block_hash) for block in going]
