@@ -208,7 +208,8 @@ class VllmCache:
         kept = len(computed)
         fresh = given[kept:]
         if any(self.ids.cached(block) for block in fresh):
-            raise TranslationError("a vLLM request cannot hold a cached block after a block it computed (its computed blocks are a prefix)")
+            # R5 dup=keep: a request's blocks are the cached ones it reuses, then new ones (single_type_kv_cache_manager.py:290-313, :399-406).
+            raise InvalidArgument("a vLLM request cannot reuse a cached block after a block it computed: its reused blocks lead")
         duplicates: list[BlockId] = []
         handed: list[Any] = []
         for position, block in enumerate(fresh, start=kept):
