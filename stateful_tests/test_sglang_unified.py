@@ -368,3 +368,4 @@ def test_the_page_renders_every_part_kept_and_names_the_sections_missing(tmp_pat
     assert "All of it in 37 s." in text
     for name in SECTIONS:
         assert (f"`{name}`: no run has kept it yet" in text) == (name != "cores")
+    assert "- `cores-all`: finished 20" in text and "load average" in text  # when each part ran, and the load then
