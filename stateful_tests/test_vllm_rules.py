@@ -157,9 +157,11 @@ class AgainstVllm(RuleBasedStateMachine):
         if fresh_ids:
             ids = hit + list(range(self.next_id, self.next_id + whole - len(hit)))
             self.next_id += whole - len(hit)
-            if hit and data.draw(st.booleans(), label="recompute one"):
+            recompute: bool = bool(hit) and data.draw(st.booleans(), label="recompute one")
+            if recompute:
                 # One block of the hit computed anew: a copy at the hit's end, else a cached block after a copy.
-                ids[data.draw(st.integers(0, len(hit) - 1), label="at")] = self.next_id
+                at: int = data.draw(st.integers(0, len(hit) - 1), label="at")
+                ids[at] = self.next_id
                 self.next_id += 1
         else:
             ids = data.draw(st.lists(st.integers(0, 12), min_size=whole, max_size=whole), label="ids")

@@ -67,6 +67,7 @@ from spec.api import (
 )
 from bench.sglang_loading import FreedSlots, Sglang, load_sglang
 from examples.arguments import caller_count, caller_ids, caller_namespace
+from examples.places import PlaceKey, PlaceKeys
 
 POLICIES = ("lru", "lfu", "fifo", "mru", "filo")
 """SGLang's eviction strategies that need no argument of a call (``priority`` takes one at insert)."""
@@ -176,8 +177,9 @@ class SglangCache:
         # R13, the router's side: what the adapter learnt from the events it translated, and the ids
         # SGLang took in each insert (the KV slots it was given), waiting for their BlockStored.
         self.id_of_hash: dict[int, BlockId] = {}  # the id last stored under each SGLang block hash
-        self.prefix_of_hash: dict[int, tuple[int, ...]] = {}  # the tokens from the root to each hash's block
-        self.awaiting: dict[tuple[int, ...], deque[BlockId]] = {}  # token prefix -> ids taken there, oldest first
+        self.keys = PlaceKeys()  # token prefixes as small ints (examples/places.py: tuples would be quadratic)
+        self.prefix_of_hash: dict[int, PlaceKey] = {}  # the token prefix from the root to each hash's block
+        self.awaiting: dict[PlaceKey, deque[BlockId]] = {}  # token prefix -> ids taken there, oldest first
 
     def load(self) -> Any:
         """The SGLang names this adapter uses (``loading.Sglang``); RuntimeError when SGLang cannot be imported."""
@@ -282,8 +284,9 @@ class SglangCache:
     def took(self, prompt: list[int], given: list[int], kept: int, namespace: Namespace) -> None:
         """SGLang took ``given[kept:]`` for ``prompt``: they are held, and await their BlockStored (R13)."""
         self.held.update(given[kept:])
+        keys = self.keys.along(None, prompt, self.size)
         for position in range(kept, len(given)):
-            self.awaiting.setdefault(tuple(prompt[: (position + 1) * self.size]), deque()).append(given[position])
+            self.awaiting.setdefault(keys[position], deque()).append(given[position])
 
     def cached_along(self, key: list[int], namespace: Namespace = None) -> list[int]:
         """The ids SGLang holds along ``key`` in ``namespace``, read without touching the tree (no stamp, no split).
@@ -416,16 +419,16 @@ class SglangCache:
             raise RuntimeError(f"SGLang's BlockStored of {len(hashes)} hashes and {len(tokens)} tokens is not one page a hash: {event!r}")
         parent_hash = event.parent_block_hash
         parent: BlockId | None = None
-        prefix: tuple[int, ...] = ()
+        prefix = self.keys.root(None)
         if parent_hash is not None:
             parent = self.known_id(parent_hash)
             prefix = self.prefix_of_hash[parent_hash]
         blocks: list[BlockId] = []
         for index, block_hash in enumerate(hashes):
-            prefix = prefix + tuple(tokens[index * self.size : (index + 1) * self.size])
+            prefix = self.keys.extend(prefix, tokens[index * self.size : (index + 1) * self.size])
             waiting = self.awaiting.get(prefix)
             if not waiting:
-                raise RuntimeError(f"SGLang's BlockStored stores tokens {list(prefix)}, where no insert left a block")
+                raise RuntimeError(f"SGLang's BlockStored stores tokens {list(self.keys.tokens(prefix))}, where no insert left a block")
             block = waiting.popleft()
             if not waiting:
                 del self.awaiting[prefix]
