@@ -43,7 +43,7 @@ import itertools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from spec.api import (
     ID_LIMIT,
@@ -66,7 +66,8 @@ from spec.api import (
 from examples.arguments import caller_count, caller_ids, caller_namespace
 from examples.sglang.adapter import namespace_key, namespace_of
 from examples.vllm.loading import Vllm, import_failure, load_vllm
-from examples.vllm.translation import BlockIds, HashIndex, Place, PlaceTree, TranslationError, place_after
+from examples.places import PlaceKeys
+from examples.vllm.translation import BlockIds, HashIndex, Place, PlaceTree, TranslationError, stored_places
 
 
 load_vllm()  # vLLM's import takes about 20 s: at the target's import, not inside its first (timed) call
@@ -106,10 +107,11 @@ class VllmCache:
         self.pool: Any = self.manager.block_pool
         self.hasher = self.vllm.block_hasher(block_size)
         self.ids = BlockIds()
-        self.index = HashIndex()
+        self.keys = PlaceKeys()  # every (namespace, whole-block prefix) seen, as a small int
+        self.index = HashIndex(self.keys)
         self.spare: list[Any] = []  # vLLM blocks allocated to the adapter, standing for no cached id
         self.places: dict[BlockId, Place] = {}  # where each cached id lies (the adapter's own record, not the events')
-        self.tree = PlaceTree()
+        self.tree = PlaceTree(self.keys)
         self.evicted_order: list[tuple[Any, BlockId]] = []  # (external hash, id) of each block evict took, in order
         self.root_node = VllmNode(0)
         self.serials = itertools.count(1)
@@ -144,7 +146,7 @@ class VllmCache:
 
     def node_at(self, place: Place) -> VllmNode:
         """R4: the node ending at ``place`` (a cached prefix), made when none ends there; the root for the empty prefix."""
-        if not place[1]:
+        if self.keys.is_root(place):
             return self.root_node
         node = self.tree.end_node(place, VllmNode(next(self.serials)))
         assert isinstance(node, VllmNode)
@@ -158,7 +160,7 @@ class VllmCache:
 
     def blocks_at(self, place: Place) -> list[Any]:
         """vLLM's blocks a lookup of ``place`` finds: the first at each place from the root."""
-        return [self.pool.blocks[vllm_id] for vllm_id in self.tree.chain(place, self.size)]
+        return [self.pool.blocks[vllm_id] for vllm_id in self.tree.chain(place)]
 
     def callers(self, blocks: Sequence[Any]) -> list[BlockId]:
         return [self.ids.caller_of[block.block_id] for block in blocks]
@@ -174,7 +176,8 @@ class VllmCache:
             return PrefixMatch(0, [], self.root_node)
         found, matched = self.computed(self.request(prompt, space))
         self.hit_tokens += matched
-        return PrefixMatch(matched, self.callers(found), self.node_at((space, tuple(prompt[:matched]))))
+        end = self.keys.along(space, prompt[:matched], self.size)[-1] if matched else self.keys.root(space)
+        return PrefixMatch(matched, self.callers(found), self.node_at(end))
 
     def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
         """A request for ``tokens`` that ran and finished: ``allocate_slots`` with the blocks it reused (the
@@ -189,13 +192,13 @@ class VllmCache:
             raise InvalidArgument(f"{len(prompt)} tokens take {whole} blocks, got {len(given)}")
         if len(set(given)) != len(given):
             raise InvalidArgument("a block id is repeated within the call")
-        places: list[Place] = [(space, tuple(prompt[: (index + 1) * size])) for index in range(whole)]
+        places: list[Place] = self.keys.along(space, prompt, size)
         for place, block in zip(places, given):
             if self.ids.cached(block) and self.places[block] != place:
                 raise InvalidArgument(f"block {block} is cached at another position")
         if not whole:
             return Inserted(self.root_node, [])
-        branch = self.tree.longest_cached(places[-1], size)
+        branch = self.tree.longest_cached(places[-1])
         request = self.request(prompt, space)
         # The request's lookup ran at its admission (the caller's match); the ids say what it reused: the leading
         # positions whose id is a block cached at that very place are its computed blocks, and it computed the
@@ -234,9 +237,9 @@ class VllmCache:
             raise TranslationError("vLLM did not take the caller's blocks from the head of its free queue")
         self.manager.free(request)
         for position, vllm_block in enumerate(handed, start=kept):
-            self.tree.cache(places[position], vllm_block.block_id, size)
+            self.tree.cache(places[position], vllm_block.block_id)
         self.inserted += len(handed)
-        if branch[1] and branch != places[-1]:
+        if not self.keys.is_root(branch) and branch != places[-1]:
             self.node_at(branch)  # R4: the insert leaves the cached prefix inside a node: a branch point
         return Inserted(self.node_at(places[-1]), duplicates)
 
@@ -251,13 +254,14 @@ class VllmCache:
     def lock(self, node: NodeId) -> None:
         if node is self.root_node:
             return
-        live, (namespace, prefix) = self.live(node)
+        live, place = self.live(node)
+        namespace, prefix = cast(Namespace, self.keys.namespace(place)), self.keys.tokens(place)
         request = self.request(prefix, namespace)
         allocated = self.manager.allocate_slots(
             request,
             0,
             num_new_computed_tokens=len(prefix),
-            new_computed_blocks=self.manager.create_kv_cache_blocks((self.blocks_at((namespace, prefix)),)),
+            new_computed_blocks=self.manager.create_kv_cache_blocks((self.blocks_at(place),)),
         )
         if allocated is None:
             raise TranslationError("vLLM refused a request holding only cached blocks")
@@ -281,7 +285,7 @@ class VllmCache:
             raise TranslationError("vLLM's get_new_blocks did not pop the head of its free queue")
         freed = [self.ids.release(block.block_id) for block in taken]
         for block, caller in zip(taken, freed):
-            self.tree.evict(block.block_id, self.size)
+            self.tree.evict(block.block_id)
             del self.places[caller]
         self.evicted_order.extend(zip(hashes, freed))
         self.spare.extend(taken)
@@ -311,7 +315,8 @@ class VllmCache:
         own first blocks, the further copies at each position, and its lock requests; ``released`` is vLLM's
         free queue from its head: the unpinned blocks in the order ``evict`` (``get_new_blocks``) takes them."""
         views: list[NodeView] = []
-        for (namespace, prefix), node, own, copies in self.tree.nodes(self.size):
+        for place, node, own, copies in self.tree.nodes():
+            namespace, prefix = cast(Namespace, self.keys.namespace(place)), self.keys.tokens(place)
             assert isinstance(node, VllmNode)
             shown = tuple(tuple(self.ids.caller_of[block] for block in at) for at in copies)
             views.append(NodeView(prefix, tuple(self.ids.caller_of[block] for block in own), len(node.locks), namespace, shown if any(shown) else ()))
@@ -365,11 +370,9 @@ class VllmCache:
         salt: str | None = None
         if parent_place is None and event.extra_keys and event.extra_keys[0]:
             salt = event.extra_keys[0][0]
-        namespace = parent_place[0] if parent_place is not None else namespace_of(salt)
-        stored = [
-            self.index.store(block_hash, place_after(parent_place, namespace, tokens, self.size, index))
-            for index, block_hash in enumerate(hashes)
-        ]
+        namespace = cast(Namespace, self.keys.namespace(parent_place)) if parent_place is not None else namespace_of(salt)
+        places = stored_places(self.keys, parent_place, namespace, tokens, self.size)
+        stored = [self.index.store(block_hash, place) for block_hash, place in zip(hashes, places)]
         return BlockStored(parent, tuple(tokens), tuple(stored), namespace)
 
 

@@ -63,7 +63,9 @@ def expected_snapshot(spec: Snapshot) -> Snapshot:
     nodes = tuple(NodeView(view.prefix, tuple(expand(view.blocks)), view.locks, view.namespace) for view in spec.nodes)
     stats = spec.stats
     scaled = PrefixStats(stats.lookups, stats.query_tokens, stats.hit_tokens, stats.inserted_blocks * COARSE, stats.evicted_blocks * COARSE)
-    return Snapshot(1, nodes, scaled)
+    # use=release: a coarse block's target ids are released by one call, tail first (R7), so they queue in reverse.
+    released = tuple(block for coarse in spec.released for block in reversed(expand([coarse])))
+    return Snapshot(1, nodes, scaled, released)
 
 
 def shorten(value: object) -> str:
@@ -165,6 +167,14 @@ def check_long_node(factory: CacheFactory, rules: Rules, base: int, past: int) -
         (spec_found.matched_tokens, expand(spec_found.blocks)),
         attempt(lambda: target.match_prefix(list(prompt) + [0]), matched),
     )
-    compare("evict 1", expand(spec.evict(1)), attempt(lambda: target.evict(1), list))
-    compare("evict everything", expand(spec.evict(10**9)), attempt(lambda: target.evict(10**9), list))
+    # R8 unit=block frees exactly n blocks, each leaf cut from its tail: one coarse block is COARSE target blocks,
+    # freed last first; unit=leaf frees whole leaves, their blocks in token order, whatever n asks.
+    cut = rules.unit == "block"
+
+    def freed(coarse: Sequence[BlockId]) -> list[BlockId]:
+        return [block for one in coarse for block in (reversed(expand([one])) if cut else expand([one]))]
+
+    one = COARSE if cut else 1
+    compare(f"evict {one}", freed(spec.evict(1)), attempt(lambda: target.evict(one), list))
+    compare("evict everything", freed(spec.evict(10**9)), attempt(lambda: target.evict(10**9), list))
     return reached
