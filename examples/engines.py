@@ -126,7 +126,9 @@ def render(parts: Path, page: Path, seconds: float | None) -> None:
             )
         )
     if notes:
-        sections.append(EngineSection("When each part ran", (), "Each part is one run of `make engines` (narrowed with `ENGINES_ARGS`) or a part of one:\n\n" + "\n".join(notes)))
+        sections.append(EngineSection("When each part ran", (), "Each part is one run of `make engines` (narrowed with `ENGINES_ARGS`) or a part of one; a part's name says how it "
+            "was narrowed (`unified-lru-both`: the unified cache under `lru` alone, on both cores), and the policies it "
+            "names are the only ones its rows cover:\n\n" + "\n".join(notes)))
     rendered = page.with_name(f".{page.name}.{os.getpid()}")
     rendered.write_text(render_page(sections, seconds), encoding="utf-8")
     rendered.replace(page)
