@@ -12,11 +12,11 @@ before the import.  Neither is used by the radix cache.  ``make bench`` and
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
-import warnings
 from typing import Any
+
+from bench.engine_import import ImportOnce, quiet_imports
 
 PLACEHOLDER_MODULES = ("sglang.srt.multimodal.internvl_utils", "sglang.srt.configs.deepseek_ocr")
 
@@ -40,13 +40,13 @@ class Sglang:
         for name in PLACEHOLDER_MODULES:
             if name not in sys.modules:
                 sys.modules[name] = _Placeholder(name)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            radix = importlib.import_module("sglang.srt.mem_cache.radix_cache")
-            base = importlib.import_module("sglang.srt.mem_cache.base_prefix_cache")
-            init_params = importlib.import_module("sglang.srt.mem_cache.cache_init_params")
-            sglang = importlib.import_module("sglang")  # by name: mypy need not find SGLang or torch where they are absent
-            torch = importlib.import_module("torch")
+        radix, base, init_params, sglang, torch = quiet_imports(
+            "sglang.srt.mem_cache.radix_cache",
+            "sglang.srt.mem_cache.base_prefix_cache",
+            "sglang.srt.mem_cache.cache_init_params",
+            "sglang",  # by name: mypy need not find SGLang or torch where they are absent
+            "torch",
+        )
         self.torch = torch
         self.RadixCache = radix.RadixCache
         self.RadixKey = radix.RadixKey
@@ -55,6 +55,7 @@ class Sglang:
         self.MatchPrefixParams = base.MatchPrefixParams
         self.InsertParams = base.InsertParams
         self.EvictParams = base.EvictParams
+        self.base = base
         self.version = getattr(sglang, "__version__", "unknown")
         self.torch_version = torch.__version__
 
@@ -69,23 +70,19 @@ class SglangUnified(Sglang):
 
     def __init__(self) -> None:
         super().__init__()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            unified = importlib.import_module("sglang.srt.mem_cache.unified_radix_cache")
-            components = importlib.import_module("sglang.srt.mem_cache.unified_cache.component_type")
-            base = importlib.import_module("sglang.srt.mem_cache.base_prefix_cache")
+        unified, components = quiet_imports(
+            "sglang.srt.mem_cache.unified_radix_cache", "sglang.srt.mem_cache.unified_cache.component_type"
+        )
         self.UnifiedRadixCache = unified.UnifiedRadixCache
         self.ComponentType = components.ComponentType
-        self.DecLockRefParams = base.DecLockRefParams
+        self.DecLockRefParams = self.base.DecLockRefParams
         self._rust_reason: str | None | bool = False  # False: not tried yet
 
     def rust_unavailable(self) -> str | None:
         """None when SGLang's Rust TreeCore imports here, else why not (the import's error)."""
         if self._rust_reason is False:
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    importlib.import_module("sglang.srt.mem_cache.rust_tree_core.adapter")
+                quiet_imports("sglang.srt.mem_cache.rust_tree_core.adapter")
                 self._rust_reason = None
             except Exception as error:  # a failed native import raises ImportError, OSError or RuntimeError
                 self._rust_reason = f"{type(error).__name__}: {error}"
@@ -93,20 +90,13 @@ class SglangUnified(Sglang):
         return reason if isinstance(reason, str) else None
 
 
-_LOADED: Sglang | None = None
-_UNIFIED: SglangUnified | None = None
-_UNIFIED_ERROR: str | None = None
+_SGLANG = ImportOnce(Sglang)
+_UNIFIED = ImportOnce(SglangUnified)
 
 
 def load_sglang() -> Sglang | None:
     """SGLang's RadixCache and friends, or None when SGLang cannot be imported here."""
-    global _LOADED
-    if _LOADED is None:
-        try:
-            _LOADED = Sglang()
-        except ImportError:
-            return None
-    return _LOADED
+    return _SGLANG.get()
 
 
 class FreedSlots:
@@ -123,16 +113,9 @@ class FreedSlots:
 
 def load_unified() -> SglangUnified | None:
     """SGLang with its UnifiedRadixCache, or None when it cannot be imported here (``unified_unavailable`` says why)."""
-    global _UNIFIED, _UNIFIED_ERROR
-    if _UNIFIED is None and _UNIFIED_ERROR is None:
-        try:
-            _UNIFIED = SglangUnified()
-        except ImportError as error:
-            _UNIFIED_ERROR = f"{type(error).__name__}: {error}"
-    return _UNIFIED
+    return _UNIFIED.get()
 
 
 def unified_unavailable() -> str | None:
     """None when ``load_unified`` succeeds, else the import error that stopped it."""
-    load_unified()
-    return _UNIFIED_ERROR
+    return None if load_unified() is not None else _UNIFIED.failure()

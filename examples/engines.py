@@ -46,7 +46,20 @@ def say(text: str) -> None:
 
 
 def section_to_json(section: EngineSection, problems: list[str]) -> str:
-    return json.dumps({"title": section.title, "rows": [asdict(row) for row in section.rows], "prose": section.prose, "problems": problems})
+    """A part as saved, with when it finished and the machine's load then (the page lists both: narrowed runs
+    fill one page at different times, and on a shared machine the seconds mean little without the load)."""
+    finished = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else -1.0
+    return json.dumps({"title": section.title, "rows": [asdict(row) for row in section.rows], "prose": section.prose, "problems": problems, "finished": finished, "load": load})
+
+
+def run_note(path: Path) -> str:
+    """When the part saved at ``path`` finished and the load then, as the page lists it (a part saved without
+    them: when its file was written, the load unknown)."""
+    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    if "finished" not in loaded:
+        return f"saved {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(path.stat().st_mtime))}, load not recorded"
+    return f"finished {loaded['finished']}, load average {float(loaded['load']):.1f} on {os.cpu_count()} cores"
 
 
 def section_from_json(text: str) -> tuple[EngineSection, list[str]]:
@@ -100,6 +113,7 @@ def render(parts: Path, page: Path, seconds: float | None) -> None:
     run's; None (a page rendered from parts alone) counts the seconds of every row."""
     kept = sorted(parts.glob("*.json"), key=lambda path: (ORDER.get(path.stem.split("-")[0], 9), path.stem))
     sections = [section_from_json(path.read_text(encoding="utf-8"))[0] for path in kept]
+    notes = [f"- `{path.stem}`: {run_note(path)}" for path in kept]
     if seconds is None:
         seconds = sum(row.seconds for section in sections for row in section.rows)
     missing = [name for name in SECTIONS if not any(path.stem.split("-")[0] == name for path in kept)]
@@ -111,6 +125,10 @@ def render(parts: Path, page: Path, seconds: float | None) -> None:
                 "\n".join(f"- `{name}`: no run has kept it yet (`make engines ENGINES_ARGS=\"--only {name}\"` adds it)." for name in missing),
             )
         )
+    if notes:
+        sections.append(EngineSection("When each part ran", (), "Each part is one run of `make engines` (narrowed with `ENGINES_ARGS`) or a part of one; a part's name says how it "
+            "was narrowed (`unified-lru-both`: the unified cache under `lru` alone, on both cores), and the policies it "
+            "names are the only ones its rows cover:\n\n" + "\n".join(notes)))
     rendered = page.with_name(f".{page.name}.{os.getpid()}")
     rendered.write_text(render_page(sections, seconds), encoding="utf-8")
     rendered.replace(page)
@@ -153,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         written = parts / f".{key}.{os.getpid()}"
         written.write_text(section_to_json(section, unmet), encoding="utf-8")
         written.replace(parts / f"{key}.json")  # whole or not at all, for the runs beside this one that read it
-        render(parts, Path(arguments.docs), time.perf_counter() - started)
+        render(parts, Path(arguments.docs), None if narrowed else time.perf_counter() - started)  # narrowed: the rows' sum
 
     policy_key = "-".join(arguments.policy or ["all"])
     chosen = arguments.only or list(SECTIONS)

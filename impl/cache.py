@@ -219,6 +219,10 @@ class RadixCache:
                 if new != kept and copy_of.get(new) != kept:
                     copies.append((index, new, kept))
                     duplicates.append(new)
+            if copies and len(copies) != len(held) - copies[0][0]:
+                # R5 dup=keep: past the first copy every cached position takes a copy (a vLLM request reuses a
+                # leading run of cached blocks and computes the rest anew), so a cached id after a copy is refused.
+                raise InvalidArgument("under dup=keep the blocks passed back cached at their positions lead the call")
         else:
             duplicates = [new for new, kept in zip(given.tolist(), held.tolist()) if new != kept]
         # Claiming the fresh ids (and, for the check only, the duplicates)

@@ -404,6 +404,8 @@ class SpecCache:
         for prefix, block in zip(positions, given):
             if block in self._cached_at and self._cached_at[block] != prefix:
                 raise InvalidArgument(f"block {block} is cached at another position")
+        if self._rules.dup == "keep":
+            self.check_reused_lead(positions, given)
 
         self.next_call()
         if not positions:
@@ -444,6 +446,27 @@ class SpecCache:
         else:
             self.use_path(inserted, hit=True)
         return Inserted(node=node, duplicates=duplicates)
+
+    def check_reused_lead(self, positions: list[Prefix], given: Sequence[BlockId]) -> None:
+        """R5, variant ``dup=keep`` (vLLM): the ids passed back cached at their own positions lead the call;
+        a cached id after one that is not is refused (InvalidArgument).
+
+        A vLLM request holds the cached blocks its lookup found, then the new blocks it computed into: its
+        block list is its computed blocks followed by blocks ``get_new_blocks`` took from the free queue
+        (``single_type_kv_cache_manager.py:290-313``, ``:399-406``), and only blocks without a hash are
+        cached anew (``cache_blocks``).  So no request reuses a cached block after one it computed: the
+        caller would claim a state vLLM cannot be in.
+        """
+        computed: BlockId | None = None
+        for prefix, block in zip(positions, given):
+            reused = self._block_at.get(prefix) == block or block in self.copies_at(prefix)
+            if not reused:
+                computed = block if computed is None else computed
+            elif computed is not None:
+                raise InvalidArgument(
+                    f"block {block} is cached at its position but follows block {computed}, which is not: "
+                    "under dup=keep the blocks passed back cached lead the call (a request computes the rest anew)"
+                )
 
     # R6: locks ----------------------------------------------------------------------
 

@@ -286,7 +286,7 @@ def test_a_core_other_than_the_one_asked_for_is_an_error() -> None:
 
 
 def placed(cache: UnifiedCache) -> None:
-    cache.placed.update({0: (None, (5,)), 1: (None, (5, 6)), 2: (None, (5, 6, 7)), 3: (None, (5, 8))})
+    cache.placed.update({0: (None, (5,), 1), 1: (None, (5, 6), 2), 2: (None, (5, 6, 7), 3), 3: (None, (5, 8), 2)})
 
 
 def test_the_rust_nodes_are_rebuilt_with_their_own_blocks() -> None:
@@ -315,7 +315,7 @@ def test_own_locks_are_the_receipts_where_the_core_pins_and_one_where_it_pins_un
 
 def test_a_slot_no_insert_left_is_an_error_not_a_guess() -> None:
     cache, _ = unified_on(three_nodes())
-    cache.placed.update({2: (None, (5, 6, 7))})
+    cache.placed.update({2: (None, (5, 6, 7), 3)})
     with pytest.raises(RuntimeError, match="no insert left"):
         cache.snapshot()
 
@@ -323,7 +323,7 @@ def test_a_slot_no_insert_left_is_an_error_not_a_guess() -> None:
 def test_a_block_held_under_other_tokens_is_an_error() -> None:
     cache, _ = unified_on(three_nodes())
     placed(cache)
-    cache.placed[3] = (None, (5, 9))
+    cache.placed[3] = (None, (5, 9), 2)
     with pytest.raises(RuntimeError, match="matches 1 of its 2 tokens"):
         cache.snapshot()
 
@@ -368,3 +368,4 @@ def test_the_page_renders_every_part_kept_and_names_the_sections_missing(tmp_pat
     assert "All of it in 37 s." in text
     for name in SECTIONS:
         assert (f"`{name}`: no run has kept it yet" in text) == (name != "cores")
+    assert "- `cores-all`: finished 20" in text and "load average" in text  # when each part ran, and the load then

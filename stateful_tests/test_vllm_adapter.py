@@ -122,3 +122,15 @@ def test_a_request_that_computed_a_cached_prefix_again_caches_copies() -> None:
     assert cache.insert([1, 2, 3, 4], [10, 31]).duplicates == []
     assert cache.take_events()[1:] == [BlockStored(None, (1, 2, 3, 4), (20, 21), None), BlockStored(10, (3, 4), (31,), None)]
     assert [(view.blocks, view.copies) for view in cache.snapshot().nodes] == [((10, 11), ((20,), (21, 31)))]
+
+
+def test_a_cached_block_after_a_computed_one_is_refused_before_vllm_sees_it() -> None:
+    """R5 dup=keep: a request's blocks are the reused ones, then new ones (single_type_kv_cache_manager.py:290-313,
+    :399-406); the call machine's ``[differing, cached]`` describes no request: InvalidArgument, nothing changed."""
+    cache = make_cache(2)
+    cache.insert([1, 1, 1, 1], [10, 11])
+    before = cache.snapshot()
+    with pytest.raises(InvalidArgument):
+        cache.insert([1, 1, 1, 1], [20, 11])
+    assert cache.snapshot() == before and free_queue_is_the_cached_unheld_blocks(cache)
+    assert cache.insert([1, 1, 1, 1], [10, 21]).duplicates == [] and cache.cached_blocks() == 3

@@ -10,7 +10,7 @@ The worked examples of each variant are pinned by hand, and planted errors show 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -83,6 +83,21 @@ def test_r5_a_prompt_served_three_times_caches_three_copies(factory: Factory) ->
 
 
 @pytest.mark.parametrize("factory", [lambda size: SpecCache(size, VLLM), vllm], ids=["spec", "impl"])
+def test_r5_a_cached_block_after_a_computed_one_is_refused(factory: Factory) -> None:
+    """The call machine's ``[differing, cached]``: a vLLM request reuses a leading run of cached blocks and
+    computes the rest into new ones, so a cached id after a copy describes no request; refused, nothing changed."""
+    cache = factory(2)
+    cache.insert([1, 1, 1, 1], [10, 11])
+    before = cache.snapshot()
+    with pytest.raises(InvalidArgument):
+        cache.insert([1, 1, 1, 1], [20, 11])
+    assert cache.snapshot() == before and cache.take_events() == [BlockStored(None, (1, 1, 1, 1), (10, 11))]  # type: ignore[attr-defined]
+    assert cache.insert([1, 1, 1, 1], [10, 21]).duplicates == []  # the leading run reused, a copy after it
+    assert cache.insert([1, 1, 1, 1], [22, 23]).duplicates == []  # all computed anew: two copies
+    assert cache.cached_blocks() == 5
+
+
+@pytest.mark.parametrize("factory", [lambda size: SpecCache(size, VLLM), vllm], ids=["spec", "impl"])
 def test_r7_recency_is_the_last_release(factory: Factory) -> None:
     cache = factory(1)
     a = cache.insert([1], [1]).node
@@ -142,6 +157,12 @@ class AgainstVllm(RuleBasedStateMachine):
         if fresh_ids:
             ids = hit + list(range(self.next_id, self.next_id + whole - len(hit)))
             self.next_id += whole - len(hit)
+            recompute: bool = bool(hit) and data.draw(st.booleans(), label="recompute one")
+            if recompute:
+                # One block of the hit computed anew: a copy at the hit's end, else a cached block after a copy.
+                at: int = data.draw(st.integers(0, len(hit) - 1), label="at")
+                ids[at] = self.next_id
+                self.next_id += 1
         else:
             ids = data.draw(st.lists(st.integers(0, 12), min_size=whole, max_size=whole), label="ids")
         valid = self.pool.valid_run(tokens, ids, salt)
@@ -247,7 +268,15 @@ class MoreThanAsked(SpecCache):
         return super().evict_blocks(wanted + 1 if wanted else 0, pinned)
 
 
+class ReusesAfterComputing(SpecCache):
+    """R5 wrong: a cached id passed back after one that is not cached there is taken (no vLLM request holds that)."""
+
+    def check_reused_lead(self, positions: list[Prefix], given: Sequence[int]) -> None:
+        return None
+
+
 PLANTED: dict[str, Callable[[int], PrefixCache]] = {
+    "R5 a cached block after a computed one": lambda size: ReusesAfterComputing(size, VLLM),
     "R7 head first": lambda size: HeadFirst(size, VLLM),
     "R7 lookup touches": lambda size: LookupTouches(size, VLLM),
     "R8 more than n": lambda size: MoreThanAsked(size, VLLM),

@@ -117,14 +117,19 @@ class VllmPool:
         block.ref_cnt += 1
 
     def valid_run(self, tokens: Sequence[int], ids: Sequence[int], salt: Hashable = None) -> bool:
-        """Whether a request may hold ``ids`` for ``tokens``: one id per whole block, none twice, none cached elsewhere."""
+        """Whether a request may hold ``ids`` for ``tokens``: one id per whole block, none twice, none cached elsewhere,
+        and the cached ones first: its block list is the computed blocks, then new ones
+        (``single_type_kv_cache_manager.py:290-313``, ``:399-406``)."""
         hashes = self.hashes(tokens, salt)
         if len(ids) != len(hashes) or len(set(ids)) != len(ids):
             return False
+        reusing = True  # a request reuses the cached blocks its lookup found, then computes new ones
         for block_id, block_hash in zip(ids, hashes):
             block = self.blocks.get(block_id)
-            if block is not None and block.block_hash is not None and block.block_hash != block_hash:
+            held_hash = block.block_hash if block is not None else None
+            if held_hash is not None and (held_hash != block_hash or not reusing):
                 return False
+            reusing = reusing and held_hash is not None
         return True
 
     def run(self, tokens: Sequence[int], ids: Sequence[int], salt: Hashable = None) -> list[PoolBlock]:

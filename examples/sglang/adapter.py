@@ -66,36 +66,15 @@ from spec.api import (
     is_namespace,
 )
 from bench.sglang_loading import FreedSlots, Sglang, load_sglang
+from examples.arguments import caller_count, caller_ids, caller_namespace
+from examples.places import PlaceKey, PlaceKeys
 
 POLICIES = ("lru", "lfu", "fifo", "mru", "filo")
 """SGLang's eviction strategies that need no argument of a call (``priority`` takes one at insert)."""
 
 
-def _ids(values: object, what: str) -> list[int]:
-    """R1: a sequence of ints in [0, 2**32), else InvalidArgument (SGLang checks nothing)."""
-    if not isinstance(values, Sequence) or isinstance(values, str):
-        raise InvalidArgument(f"{what} must be a sequence of ints")
-    checked = []
-    for value in values:
-        try:
-            number = operator.index(value)
-        except TypeError:
-            raise InvalidArgument(f"{what} must be ints, got {type(value).__name__}") from None
-        if not 0 <= number < ID_LIMIT:
-            raise InvalidArgument(f"{what} must lie in [0, 2**32), got {number}")
-        checked.append(number)
-    return checked
-
-
 NamespaceField = Literal["extra_key", "cache_salt"]
 """Which field of SGLang's ``RadixKey`` carries the spec's namespace (R12)."""
-
-
-def _namespace(value: object) -> Namespace:
-    """R12: ``value`` as a namespace (``spec.api.is_namespace``), else InvalidArgument."""
-    if not is_namespace(value):
-        raise InvalidArgument(f"{NAMESPACE_SHAPE}, got {type(value).__name__}")
-    return cast(Namespace, value)
 
 
 def _tagged(part: NamespacePart) -> list[Any]:
@@ -198,8 +177,9 @@ class SglangCache:
         # R13, the router's side: what the adapter learnt from the events it translated, and the ids
         # SGLang took in each insert (the KV slots it was given), waiting for their BlockStored.
         self.id_of_hash: dict[int, BlockId] = {}  # the id last stored under each SGLang block hash
-        self.prefix_of_hash: dict[int, tuple[int, ...]] = {}  # the tokens from the root to each hash's block
-        self.awaiting: dict[tuple[int, ...], deque[BlockId]] = {}  # token prefix -> ids taken there, oldest first
+        self.keys = PlaceKeys()  # token prefixes as small ints (examples/places.py: tuples would be quadratic)
+        self.prefix_of_hash: dict[int, PlaceKey] = {}  # the token prefix from the root to each hash's block
+        self.awaiting: dict[PlaceKey, deque[BlockId]] = {}  # token prefix -> ids taken there, oldest first
 
     def load(self) -> Any:
         """The SGLang names this adapter uses (``loading.Sglang``); RuntimeError when SGLang cannot be imported."""
@@ -264,8 +244,8 @@ class SglangCache:
     # The calls.
 
     def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
-        prompt = _ids(tokens, "tokens")
-        space = _namespace(namespace)
+        prompt = caller_ids(tokens, "tokens")
+        space = caller_namespace(namespace)
         key = self.radix_key(prompt, space, limit=max(len(prompt) - 1, 0))
         result = self.cache.match_prefix(self.sg.MatchPrefixParams(key=key))
         node = result.last_device_node
@@ -278,8 +258,8 @@ class SglangCache:
         return PrefixMatch(matched, self.path_blocks(node), node)
 
     def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
-        prompt, given = _ids(tokens, "tokens"), _ids(blocks, "blocks")
-        space = _namespace(namespace)
+        prompt, given = caller_ids(tokens, "tokens"), caller_ids(blocks, "blocks")
+        space = caller_namespace(namespace)
         whole = len(prompt) // self.size
         if len(given) != whole:
             raise InvalidArgument(f"{len(prompt)} tokens take {whole} blocks, got {len(given)}")
@@ -304,8 +284,9 @@ class SglangCache:
     def took(self, prompt: list[int], given: list[int], kept: int, namespace: Namespace) -> None:
         """SGLang took ``given[kept:]`` for ``prompt``: they are held, and await their BlockStored (R13)."""
         self.held.update(given[kept:])
+        keys = self.keys.along(None, prompt, self.size)
         for position in range(kept, len(given)):
-            self.awaiting.setdefault(tuple(prompt[: (position + 1) * self.size]), deque()).append(given[position])
+            self.awaiting.setdefault(keys[position], deque()).append(given[position])
 
     def cached_along(self, key: list[int], namespace: Namespace = None) -> list[int]:
         """The ids SGLang holds along ``key`` in ``namespace``, read without touching the tree (no stamp, no split).
@@ -345,12 +326,7 @@ class SglangCache:
         self.cache.dec_lock_ref(live)
 
     def evict(self, n_blocks: int) -> list[BlockId]:
-        try:
-            wanted = operator.index(n_blocks)
-        except TypeError:
-            raise InvalidArgument("n_blocks must be an int") from None
-        if wanted < 0:
-            raise InvalidArgument(f"n_blocks must be >= 0, got {wanted}")
+        wanted = caller_count(n_blocks)
         self.allocator.freed.clear()
         if wanted:
             self.cache.evict(self.sg.EvictParams(num_tokens=wanted * self.size))
@@ -443,16 +419,16 @@ class SglangCache:
             raise RuntimeError(f"SGLang's BlockStored of {len(hashes)} hashes and {len(tokens)} tokens is not one page a hash: {event!r}")
         parent_hash = event.parent_block_hash
         parent: BlockId | None = None
-        prefix: tuple[int, ...] = ()
+        prefix = self.keys.root(None)
         if parent_hash is not None:
             parent = self.known_id(parent_hash)
             prefix = self.prefix_of_hash[parent_hash]
         blocks: list[BlockId] = []
         for index, block_hash in enumerate(hashes):
-            prefix = prefix + tuple(tokens[index * self.size : (index + 1) * self.size])
+            prefix = self.keys.extend(prefix, tokens[index * self.size : (index + 1) * self.size])
             waiting = self.awaiting.get(prefix)
             if not waiting:
-                raise RuntimeError(f"SGLang's BlockStored stores tokens {list(prefix)}, where no insert left a block")
+                raise RuntimeError(f"SGLang's BlockStored stores tokens {list(self.keys.tokens(prefix))}, where no insert left a block")
             block = waiting.popleft()
             if not waiting:
                 del self.awaiting[prefix]

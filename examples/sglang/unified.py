@@ -108,7 +108,7 @@ class UnifiedCache(SglangCache):
             raise ValueError(f"core is one of {', '.join(CORES)}, got {core!r}")
         self.core: Core = core
         self.receipts: dict[int, list[Any]] = {}  # the receipts of the locks each node holds, oldest first
-        self.placed: dict[BlockId, tuple[Any, tuple[int, ...]]] = {}  # each id SGLang took: (namespace, token prefix)
+        self.placed: dict[BlockId, tuple[Any, tuple[int, ...], int]] = {}  # each id SGLang took: (namespace, its insert's tokens, its end)
         self.panicked: str | None = None
         self.serial = next(_SERIALS)
         super().__init__(block_size, policy, namespace_field=namespace_field, policy_config=policy_config)
@@ -230,8 +230,9 @@ class UnifiedCache(SglangCache):
     def took(self, prompt: list[int], given: list[int], kept: int, namespace: Any) -> None:
         """Where each id SGLang took sits (its namespace and token prefix): how ``rust_records`` finds its node."""
         super().took(prompt, given, kept, namespace)
+        whole = tuple(prompt)  # one tuple an insert, its blocks' prefixes cut from it only when read: a tuple each is quadratic
         for position in range(kept, len(given)):
-            self.placed[given[position]] = (namespace, tuple(prompt[: (position + 1) * self.size]))
+            self.placed[given[position]] = (namespace, whole, (position + 1) * self.size)
 
     def evict(self, n_blocks: int) -> list[BlockId]:
         self.rust_guard("evict")
@@ -317,7 +318,8 @@ class UnifiedCache(SglangCache):
             block = tip // self.size
             if block not in self.placed:
                 raise RuntimeError(f"SGLang's Rust core holds KV slot {tip} (block {block}), which no insert left")
-            namespace, prefix = self.placed[block]
+            namespace, whole, end = self.placed[block]
+            prefix = whole[:end]
             matched, node, _pinned = self.guarded("match_full_device_prefix", self.tree.match_full_device_prefix, self.radix_key(list(prefix), namespace))
             if int(matched) != len(prefix):
                 raise RuntimeError(f"SGLang's Rust core holds block {block} but matches {int(matched)} of its {len(prefix)} tokens")

@@ -43,7 +43,7 @@ import itertools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from spec.api import (
     ID_LIMIT,
@@ -63,44 +63,14 @@ from spec.api import (
     Snapshot,
     UnknownNode,
 )
+from examples.arguments import caller_count, caller_ids, caller_namespace
 from examples.sglang.adapter import namespace_key, namespace_of
 from examples.vllm.loading import Vllm, import_failure, load_vllm
-from examples.vllm.translation import BlockIds, HashIndex, Place, PlaceTree, TranslationError, place_after
+from examples.places import PlaceKeys
+from examples.vllm.translation import BlockIds, HashIndex, Place, PlaceTree, TranslationError, stored_places
 
 
 load_vllm()  # vLLM's import takes about 20 s: at the target's import, not inside its first (timed) call
-
-
-def _ids(values: object, what: str) -> list[int]:
-    """R1: a sequence of ints in [0, 2**32), else InvalidArgument (vLLM checks nothing of the caller's)."""
-    if not isinstance(values, Sequence) or isinstance(values, str):
-        raise InvalidArgument(f"{what} must be a sequence of ints")
-    checked = []
-    for value in values:
-        try:
-            number = operator.index(value)
-        except TypeError:
-            raise InvalidArgument(f"{what} must be ints, got {type(value).__name__}") from None
-        if not 0 <= number < ID_LIMIT:
-            raise InvalidArgument(f"{what} must lie in [0, 2**32), got {number}")
-        checked.append(number)
-    return checked
-
-
-def _namespace(value: object) -> Namespace:
-    """R12: None, an int that is no bool, a str, or a flat tuple of those; else InvalidArgument."""
-
-    def is_word(part: object) -> bool:
-        return (isinstance(part, int) and not isinstance(part, bool)) or isinstance(part, str)
-
-    if isinstance(value, tuple):
-        for part in value:
-            if part is not None and not is_word(part):
-                raise InvalidArgument(f"a namespace tuple holds None, ints and strs, got {type(part).__name__}")
-        return value
-    if value is None or is_word(value):
-        return value  # type: ignore[return-value]  # is_word narrowed it to int | str
-    raise InvalidArgument(f"a namespace is None, an int, a str or a tuple of those, got {type(value).__name__}")
 
 
 def _loaded() -> Vllm:
@@ -137,10 +107,11 @@ class VllmCache:
         self.pool: Any = self.manager.block_pool
         self.hasher = self.vllm.block_hasher(block_size)
         self.ids = BlockIds()
-        self.index = HashIndex()
+        self.keys = PlaceKeys()  # every (namespace, whole-block prefix) seen, as a small int
+        self.index = HashIndex(self.keys)
         self.spare: list[Any] = []  # vLLM blocks allocated to the adapter, standing for no cached id
         self.places: dict[BlockId, Place] = {}  # where each cached id lies (the adapter's own record, not the events')
-        self.tree = PlaceTree()
+        self.tree = PlaceTree(self.keys)
         self.evicted_order: list[tuple[Any, BlockId]] = []  # (external hash, id) of each block evict took, in order
         self.root_node = VllmNode(0)
         self.serials = itertools.count(1)
@@ -175,7 +146,7 @@ class VllmCache:
 
     def node_at(self, place: Place) -> VllmNode:
         """R4: the node ending at ``place`` (a cached prefix), made when none ends there; the root for the empty prefix."""
-        if not place[1]:
+        if self.keys.is_root(place):
             return self.root_node
         node = self.tree.end_node(place, VllmNode(next(self.serials)))
         assert isinstance(node, VllmNode)
@@ -189,7 +160,7 @@ class VllmCache:
 
     def blocks_at(self, place: Place) -> list[Any]:
         """vLLM's blocks a lookup of ``place`` finds: the first at each place from the root."""
-        return [self.pool.blocks[vllm_id] for vllm_id in self.tree.chain(place, self.size)]
+        return [self.pool.blocks[vllm_id] for vllm_id in self.tree.chain(place)]
 
     def callers(self, blocks: Sequence[Any]) -> list[BlockId]:
         return [self.ids.caller_of[block.block_id] for block in blocks]
@@ -197,36 +168,37 @@ class VllmCache:
     # The calls ---------------------------------------------------------------------------------
 
     def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
-        prompt = _ids(tokens, "tokens")
-        space = _namespace(namespace)
+        prompt = caller_ids(tokens, "tokens")
+        space = caller_namespace(namespace)
         self.lookups += 1
         self.query_tokens += len(prompt)
         if not prompt:
             return PrefixMatch(0, [], self.root_node)
         found, matched = self.computed(self.request(prompt, space))
         self.hit_tokens += matched
-        return PrefixMatch(matched, self.callers(found), self.node_at((space, tuple(prompt[:matched]))))
+        end = self.keys.along(space, prompt[:matched], self.size)[-1] if matched else self.keys.root(space)
+        return PrefixMatch(matched, self.callers(found), self.node_at(end))
 
     def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId], namespace: Namespace = None) -> Inserted:
         """A request for ``tokens`` that ran and finished: ``allocate_slots`` with the blocks it reused (the
         leading cached ids, as its lookup at admission found them) and new blocks for the rest, the caller's,
         which ``cache_blocks`` caches even where a place holds a block already (a copy, block_pool.py:48-52;
         vLLM looks up once, at admission, kv_cache_manager.py:264-321), then ``free``."""
-        prompt, given = _ids(tokens, "tokens"), _ids(blocks, "blocks")
-        space = _namespace(namespace)
+        prompt, given = caller_ids(tokens, "tokens"), caller_ids(blocks, "blocks")
+        space = caller_namespace(namespace)
         size = self.size
         whole = len(prompt) // size
         if len(given) != whole:
             raise InvalidArgument(f"{len(prompt)} tokens take {whole} blocks, got {len(given)}")
         if len(set(given)) != len(given):
             raise InvalidArgument("a block id is repeated within the call")
-        places: list[Place] = [(space, tuple(prompt[: (index + 1) * size])) for index in range(whole)]
+        places: list[Place] = self.keys.along(space, prompt, size)
         for place, block in zip(places, given):
             if self.ids.cached(block) and self.places[block] != place:
                 raise InvalidArgument(f"block {block} is cached at another position")
         if not whole:
             return Inserted(self.root_node, [])
-        branch = self.tree.longest_cached(places[-1], size)
+        branch = self.tree.longest_cached(places[-1])
         request = self.request(prompt, space)
         # The request's lookup ran at its admission (the caller's match); the ids say what it reused: the leading
         # positions whose id is a block cached at that very place are its computed blocks, and it computed the
@@ -239,7 +211,8 @@ class VllmCache:
         kept = len(computed)
         fresh = given[kept:]
         if any(self.ids.cached(block) for block in fresh):
-            raise TranslationError("a vLLM request cannot hold a cached block after a block it computed (its computed blocks are a prefix)")
+            # R5 dup=keep: a request's blocks are the cached ones it reuses, then new ones (single_type_kv_cache_manager.py:290-313, :399-406).
+            raise InvalidArgument("a vLLM request cannot reuse a cached block after a block it computed: its reused blocks lead")
         duplicates: list[BlockId] = []
         handed: list[Any] = []
         for position, block in enumerate(fresh, start=kept):
@@ -264,9 +237,9 @@ class VllmCache:
             raise TranslationError("vLLM did not take the caller's blocks from the head of its free queue")
         self.manager.free(request)
         for position, vllm_block in enumerate(handed, start=kept):
-            self.tree.cache(places[position], vllm_block.block_id, size)
+            self.tree.cache(places[position], vllm_block.block_id)
         self.inserted += len(handed)
-        if branch[1] and branch != places[-1]:
+        if not self.keys.is_root(branch) and branch != places[-1]:
             self.node_at(branch)  # R4: the insert leaves the cached prefix inside a node: a branch point
         return Inserted(self.node_at(places[-1]), duplicates)
 
@@ -281,13 +254,14 @@ class VllmCache:
     def lock(self, node: NodeId) -> None:
         if node is self.root_node:
             return
-        live, (namespace, prefix) = self.live(node)
+        live, place = self.live(node)
+        namespace, prefix = cast(Namespace, self.keys.namespace(place)), self.keys.tokens(place)
         request = self.request(prefix, namespace)
         allocated = self.manager.allocate_slots(
             request,
             0,
             num_new_computed_tokens=len(prefix),
-            new_computed_blocks=self.manager.create_kv_cache_blocks((self.blocks_at((namespace, prefix)),)),
+            new_computed_blocks=self.manager.create_kv_cache_blocks((self.blocks_at(place),)),
         )
         if allocated is None:
             raise TranslationError("vLLM refused a request holding only cached blocks")
@@ -302,12 +276,7 @@ class VllmCache:
         self.manager.free(live.locks.pop())
 
     def evict(self, n_blocks: int) -> list[BlockId]:
-        try:
-            wanted = operator.index(n_blocks)
-        except TypeError:
-            raise InvalidArgument("n_blocks must be an int") from None
-        if wanted < 0:
-            raise InvalidArgument(f"n_blocks must be >= 0, got {wanted}")
+        wanted = caller_count(n_blocks)
         count = min(wanted, self.pool.get_num_free_blocks())
         going = list(itertools.islice(self.pool.free_block_queue.iter_blocks_after(None), count))
         hashes = [self.vllm.external_hash(block.block_hash) for block in going]
@@ -316,7 +285,7 @@ class VllmCache:
             raise TranslationError("vLLM's get_new_blocks did not pop the head of its free queue")
         freed = [self.ids.release(block.block_id) for block in taken]
         for block, caller in zip(taken, freed):
-            self.tree.evict(block.block_id, self.size)
+            self.tree.evict(block.block_id)
             del self.places[caller]
         self.evicted_order.extend(zip(hashes, freed))
         self.spare.extend(taken)
@@ -346,7 +315,8 @@ class VllmCache:
         own first blocks, the further copies at each position, and its lock requests; ``released`` is vLLM's
         free queue from its head: the unpinned blocks in the order ``evict`` (``get_new_blocks``) takes them."""
         views: list[NodeView] = []
-        for (namespace, prefix), node, own, copies in self.tree.nodes(self.size):
+        for place, node, own, copies in self.tree.nodes():
+            namespace, prefix = cast(Namespace, self.keys.namespace(place)), self.keys.tokens(place)
             assert isinstance(node, VllmNode)
             shown = tuple(tuple(self.ids.caller_of[block] for block in at) for at in copies)
             views.append(NodeView(prefix, tuple(self.ids.caller_of[block] for block in own), len(node.locks), namespace, shown if any(shown) else ()))
@@ -400,11 +370,9 @@ class VllmCache:
         salt: str | None = None
         if parent_place is None and event.extra_keys and event.extra_keys[0]:
             salt = event.extra_keys[0][0]
-        namespace = parent_place[0] if parent_place is not None else namespace_of(salt)
-        stored = [
-            self.index.store(block_hash, place_after(parent_place, namespace, tokens, self.size, index))
-            for index, block_hash in enumerate(hashes)
-        ]
+        namespace = cast(Namespace, self.keys.namespace(parent_place)) if parent_place is not None else namespace_of(salt)
+        places = stored_places(self.keys, parent_place, namespace, tokens, self.size)
+        stored = [self.index.store(block_hash, place) for block_hash, place in zip(hashes, places)]
         return BlockStored(parent, tuple(tokens), tuple(stored), namespace)
 
 

@@ -20,17 +20,22 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from spec.api import RULE_PRESETS
+from spec.api import RULE_PRESETS, CacheFactory
 from examples.matrix import EngineSection, MatrixRow, render_matrix
 from examples.vllm.loading import import_failure, load_vllm
 from prefixspec.formats.trace import read_trace
-from prefixspec.running.identify import identify
+from prefixspec.running.identify import Difference, Verdict, identify, short_plan
 from prefixspec.running.report import CheckReport
 from prefixspec.running.stages import RunPlan, run_check
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "examples.vllm.adapter:make_cache"
 ENGINE = "vLLM 0.32.0 KVCacheManager"
+
+REACH = True
+"""Whether the check under ``vllm`` runs the reach stages (extremes, scale); off, the page says they were not run."""
+
+REACH_NOTE = "turned off in `examples/vllm/engines.py` (`REACH`)."
 
 SHOWN_EVENTS = ("a namespace other than the default", "one prompt in two namespaces", "events taken")
 """The coverage events of R12 and R13 the check under ``vllm`` must reach."""
@@ -67,6 +72,8 @@ class VllmRun:
     vllm: CheckReport | None = None
     identified: list[str] = field(default_factory=list)
     identify_lines: list[str] = field(default_factory=list)
+    differences: list[Difference] = field(default_factory=list)
+    """Each field of the rule set where ``vllm`` differs from ``strict``, shown alone (``every_difference``)."""
     seconds: dict[str, float] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -122,7 +129,7 @@ def run_vllm(out: Path, progress: bool) -> VllmRun:
     run.vllm = run_check(
         make_cache,
         target_name=TARGET,
-        plan=replace(base, rules=RULE_PRESETS["vllm"], out_dir=out / "vllm", replay_target=f"--target {TARGET} --rules vllm"),
+        plan=replace(base, rules=RULE_PRESETS["vllm"], out_dir=out / "vllm", replay_target=f"--target {TARGET} --rules vllm", reach=REACH),
     )
     run.seconds["vllm"] = time.perf_counter() - started
     if not run.vllm.passed:
@@ -139,15 +146,47 @@ def run_vllm(out: Path, progress: bool) -> VllmRun:
     run.identify_lines = [verdict.line() for verdict in verdicts]
     if "vllm" not in run.identified:
         run.problems.append(f"identify named {run.identified}, not vllm")
+
+    say("each rule where vllm differs from strict ...")
+    started = time.perf_counter()
+    run.differences = every_difference(make_cache, base, out)
+    run.seconds["differences"] = time.perf_counter() - started
+    for difference in run.differences:
+        if difference.verdict.conforms:
+            run.problems.append(f"{difference.field.key}={difference.preset_variant} put back did not show a difference")
     say("ok" if not run.problems else "; ".join(run.problems))
     return run
+
+
+def every_rule(differences: list[Difference]) -> str:
+    """The rules ``every_difference`` showed, for the strict row: ``; each rule: R5 dup=keep, ...``."""
+    shown = [f"{difference.field.rule} {difference.field.key}={difference.found_variant}" for difference in differences if not difference.verdict.conforms]
+    return f"; each rule: {', '.join(shown)}" if shown else ""
+
+
+def every_difference(make_cache: CacheFactory, base: RunPlan, out: Path) -> list[Difference]:
+    """Under ``strict`` each stage stops at its first difference, so one rule hides the others.  Here each field on
+    which ``vllm`` differs from ``strict`` is put back alone (``vllm`` with that one field ``strict``'s, or ``strict``
+    itself where the mix has no meaning), and a short check of the adapter under it must differ: its shortest
+    counterexample names that rule."""
+    strict, found = RULE_PRESETS["strict"], RULE_PRESETS["vllm"]
+    differences: list[Difference] = []
+    for rule_field in strict.differences(found):
+        try:
+            probe = found.with_variant(rule_field.key, strict.variant(rule_field.key))
+        except ValueError:
+            probe = strict  # that variant has a meaning only beside strict's others
+        plan = short_plan(replace(base, out_dir=out / "differences"), probe, rule_field.key)
+        report = run_check(make_cache, target_name=TARGET, plan=plan)
+        differences.append(Difference(rule_field, strict.variant(rule_field.key), found.variant(rule_field.key), Verdict(probe, report)))
+    return differences
 
 
 def section_of(run: VllmRun, version: str, torch_version: str) -> EngineSection:
     assert run.strict is not None and run.vllm is not None
     rows = (
-        MatrixRow(ENGINE, "make_cache", "strict", strict_verdict(run.strict), calls_of(run.strict), run.seconds["strict"]),
-        MatrixRow(ENGINE, "make_cache", "vllm", "PASSED" if run.vllm.passed else strict_verdict(run.vllm), calls_of(run.vllm), run.seconds["vllm"]),
+        MatrixRow(ENGINE, "make_cache", "strict", strict_verdict(run.strict) + every_rule(run.differences), calls_of(run.strict), run.seconds["strict"]),
+        MatrixRow(ENGINE, "make_cache", "vllm", ("PASSED" if run.vllm.passed else strict_verdict(run.vllm)) + ("" if REACH else " (reach stages not run)"), calls_of(run.vllm), run.seconds["vllm"]),
         MatrixRow(ENGINE, "make_cache", "identify", f"names {', '.join(run.identified) or 'none'}", 0, run.seconds["identify"]),
     )
     lines = [
@@ -162,12 +201,26 @@ def section_of(run: VllmRun, version: str, torch_version: str) -> EngineSection:
     ]
     for stage, calls, rule, text in differing_stages(run.strict):
         lines += [f"{stage}, {calls} calls ({rule}):", "", "```", text, "```", ""]
+    lines += [
+        "### Every rule where vLLM differs from `strict`",
+        "",
+        "Each stage under `strict` stops at its first difference, so one rule hides the others. Each field on which",
+        "`vllm` differs from `strict`, put back alone (`vllm` with that field `strict`'s), must differ, and its",
+        f"shortest counterexample names the rule ({run.seconds.get('differences', 0.0):.0f} s):",
+        "",
+        "```",
+        *[difference.line() for difference in run.differences],
+        "```",
+        "",
+    ]
     lines += ["### Under `vllm`", ""]
     reached = {event: sum(stage.events.get(event, 0) for stage in run.vllm.stages) for event in SHOWN_EVENTS}
     lines.append(
         f"{'PASSED' if run.vllm.passed else 'FAILED'}: {calls_of(run.vllm):,} calls in {len(run.vllm.stages)} stages, "
         f"{run.seconds['vllm']:.0f} s; " + ", ".join(f"{event!r} {count:,}" for event, count in reached.items()) + "."
     )
+    if not REACH:
+        lines += ["", f"The reach stages (extremes, scale) were not run: {REACH_NOTE}"]
     lines += ["", "### `identify`", "", "```", *run.identify_lines, "```", ""]
     lines += [
         "### Upstream",

@@ -9,11 +9,11 @@ Python over integers.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
-import warnings
 from typing import Any
+
+from bench.engine_import import ImportOnce, quiet_imports
 
 
 class Vllm:
@@ -22,18 +22,18 @@ class Vllm:
     def __init__(self) -> None:
         # vLLM logs at INFO on import and on each manager it builds; the checker builds thousands.
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            manager = importlib.import_module("vllm.v1.core.kv_cache_manager")
-            pool = importlib.import_module("vllm.v1.core.block_pool")
-            utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
-            interface = importlib.import_module("vllm.v1.kv_cache_interface")
-            request = importlib.import_module("vllm.v1.request")
-            sampling = importlib.import_module("vllm.sampling_params")
-            events = importlib.import_module("vllm.distributed.kv_events")
-            hashing = importlib.import_module("vllm.utils.hashing")
-            import torch
-            import vllm
+        manager, pool, utils, interface, request, sampling, events, hashing, torch, vllm = quiet_imports(
+            "vllm.v1.core.kv_cache_manager",
+            "vllm.v1.core.block_pool",
+            "vllm.v1.core.kv_cache_utils",
+            "vllm.v1.kv_cache_interface",
+            "vllm.v1.request",
+            "vllm.sampling_params",
+            "vllm.distributed.kv_events",
+            "vllm.utils.hashing",
+            "torch",
+            "vllm",
+        )
         logging.getLogger("vllm").setLevel(logging.WARNING)
         self.torch = torch
         self.manager = manager
@@ -79,21 +79,14 @@ class Vllm:
         return self.utils.maybe_convert_block_hash(self.utils.get_block_hash(key))
 
 
-_LOADED: Vllm | None = None
-_FAILURE: str | None = None
+_VLLM = ImportOnce(Vllm)
 
 
 def load_vllm() -> Vllm | None:
     """vLLM's KV cache modules, or None when vLLM cannot be imported here (``import_failure`` says why)."""
-    global _LOADED, _FAILURE
-    if _LOADED is None and _FAILURE is None:
-        try:
-            _LOADED = Vllm()
-        except ImportError as error:
-            _FAILURE = f"{type(error).__name__}: {error}"
-    return _LOADED
+    return _VLLM.get()
 
 
 def import_failure() -> str:
     """Why ``load_vllm`` returned None (empty when it did not)."""
-    return _FAILURE or ""
+    return _VLLM.failure()

@@ -20,9 +20,11 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from spec.api import BlockId, Namespace
+from examples.places import PlaceKey, PlaceKeys
 
-Place = tuple[Namespace, tuple[int, ...]]
-"""A cached prefix: its namespace and its tokens, a whole number of blocks long."""
+Place = PlaceKey
+"""A cached prefix: its namespace and its tokens, a whole number of blocks long, as ``PlaceKeys`` numbers it (a
+tuple of its tokens would make an insert of n blocks quadratic in time and memory)."""
 
 
 class TranslationError(RuntimeError):
@@ -81,7 +83,8 @@ class HashIndex:
     map keeps them (``get_one_block`` serves the first, block_pool.py:62-71).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keys: PlaceKeys) -> None:
+        self.keys = keys
         self.ids_of: dict[Hashable, list[BlockId]] = {}
         self.place_of: dict[Hashable, Place] = {}
         self.awaiting: dict[Place, deque[BlockId]] = {}
@@ -105,13 +108,13 @@ class HashIndex:
         """A BlockStored stores ``place`` under ``block_hash``: the id the insert left waiting there."""
         waiting = self.awaiting.get(place)
         if not waiting:
-            raise TranslationError(f"vLLM's BlockStored stores {list(place[1])} (namespace {place[0]!r}), where no insert left a block")
+            raise TranslationError(f"vLLM's BlockStored stores {list(self.keys.tokens(place))} (namespace {self.keys.namespace(place)!r}), where no insert left a block")
         caller = waiting.popleft()
         if not waiting:
             del self.awaiting[place]
         known = self.place_of.setdefault(block_hash, place)
         if known != place:
-            raise TranslationError(f"vLLM's hash {block_hash!r} stands for {known} and {place}")
+            raise TranslationError(f"vLLM's hash {block_hash!r} stands for {list(self.keys.tokens(known))} and {list(self.keys.tokens(place))}")
         self.ids_of.setdefault(block_hash, []).append(caller)
         return caller
 
@@ -131,11 +134,14 @@ class HashIndex:
         return evicted
 
 
-def place_after(parent: Place | None, namespace: Namespace, tokens: Sequence[int], block_size: int, index: int) -> Place:
-    """The place of the ``index``-th block of a BlockStored under ``parent`` (its namespace wins when there is one)."""
-    base: tuple[int, ...] = () if parent is None else parent[1]
-    space = namespace if parent is None else parent[0]
-    return (space, base + tuple(tokens[: (index + 1) * block_size]))
+def stored_places(keys: PlaceKeys, parent: Place | None, namespace: Namespace, tokens: Sequence[int], block_size: int) -> list[Place]:
+    """The place of each block of a BlockStored under ``parent`` (its namespace wins when there is one)."""
+    at = keys.root(namespace) if parent is None else parent
+    places: list[Place] = []
+    for end in range(block_size, len(tokens) + 1, block_size):
+        at = keys.extend(at, tokens[end - block_size : end])
+        places.append(at)
+    return places
 
 
 class PlaceTree:
@@ -156,46 +162,49 @@ class PlaceTree:
     one block higher (it keeps its handle), or is gone when it held that block alone.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keys: PlaceKeys) -> None:
+        self.keys = keys
         self.copies: dict[Place, list[int]] = {}
         self.place_of: dict[int, Place] = {}
         self.extensions: dict[Place, set[Place]] = {}
         self.node_at: dict[Place, object] = {}
         self.end_of: dict[object, Place] = {}
 
-    @staticmethod
-    def parent(place: Place, block_size: int) -> Place:
-        return (place[0], place[1][: len(place[1]) - block_size])
+    def parent(self, place: Place) -> Place:
+        return self.keys.parent(place)
 
     def first(self, place: Place) -> int | None:
         blocks = self.copies.get(place)
         return blocks[0] if blocks else None
 
-    def chain(self, place: Place, block_size: int) -> list[int]:
-        """The first blocks of ``place`` and of every place above it, in token order (what a lookup finds)."""
-        found: list[int] = []
+    def above(self, place: Place) -> list[Place]:
+        """``place`` and every place above it up to its namespace's root (excluded), deepest first."""
+        found: list[Place] = []
         at = place
-        while at[1]:
-            found.append(self.copies[at][0])
-            at = self.parent(at, block_size)
-        found.reverse()
+        while not self.keys.is_root(at):
+            found.append(at)
+            at = self.parent(at)
         return found
 
-    def longest_cached(self, place: Place, block_size: int) -> Place:
-        """The longest whole-block prefix of ``place`` that is cached (the empty one when none is)."""
-        namespace, tokens = place
-        longest: Place = (namespace, ())
-        for end in range(block_size, len(tokens) + 1, block_size):
-            if (namespace, tokens[:end]) not in self.copies:
+    def chain(self, place: Place) -> list[int]:
+        """The first blocks of ``place`` and of every place above it, in token order (what a lookup finds)."""
+        return [self.copies[at][0] for at in reversed(self.above(place))]
+
+    def longest_cached(self, place: Place) -> Place:
+        """The longest whole-block prefix of ``place`` that is cached (its namespace's root when none is)."""
+        path = self.above(place)
+        longest = self.parent(path[-1]) if path else place
+        for at in reversed(path):
+            if at not in self.copies:
                 break
-            longest = (namespace, tokens[:end])
+            longest = at
         return longest
 
-    def cache(self, place: Place, block: int, block_size: int) -> None:
+    def cache(self, place: Place, block: int) -> None:
         """vLLM cached ``block`` at ``place`` (a copy when the place holds a block already)."""
         blocks = self.copies.setdefault(place, [])
         if not blocks:
-            self.extensions.setdefault(self.parent(place, block_size), set()).add(place)
+            self.extensions.setdefault(self.parent(place), set()).add(place)
             self.extensions.setdefault(place, set())
         blocks.append(block)
         self.place_of[block] = place
@@ -206,14 +215,14 @@ class PlaceTree:
         self.end_of[node] = place
         return node
 
-    def parent_end(self, place: Place, block_size: int) -> Place:
+    def parent_end(self, place: Place) -> Place:
         """The end of the node above the node ending at ``place`` (the namespace's empty prefix: the root)."""
-        at = self.parent(place, block_size)
-        while at[1] and at not in self.node_at:
-            at = self.parent(at, block_size)
+        at = self.parent(place)
+        while not self.keys.is_root(at) and at not in self.node_at:
+            at = self.parent(at)
         return at
 
-    def evict(self, block: int, block_size: int) -> None:
+    def evict(self, block: int) -> None:
         """vLLM evicted ``block``: a copy goes alone, a first block hands its place to the next copy, a place's
         last block cuts its leaf (TranslationError if blocks cached after it live: vLLM would have broken a chain)."""
         place = self.place_of.pop(block)
@@ -222,26 +231,26 @@ class PlaceTree:
         if blocks:
             return
         if self.extensions.get(place):
-            raise TranslationError(f"vLLM evicted the block at {list(place[1])} while blocks cached after it live")
+            raise TranslationError(f"vLLM evicted the block at {list(self.keys.tokens(place))} while blocks cached after it live")
         node = self.node_at.pop(place, None)
         if node is None:
-            raise TranslationError(f"vLLM evicted the block at {list(place[1])}, which ends no leaf")
+            raise TranslationError(f"vLLM evicted the block at {list(self.keys.tokens(place))}, which ends no leaf")
         del self.end_of[node]
-        above = self.parent(place, block_size)
-        if above[1] and above not in self.node_at:
+        above = self.parent(place)
+        if not self.keys.is_root(above) and above not in self.node_at:
             self.node_at[above] = node  # the cut leaf keeps its handle, one block shorter
             self.end_of[node] = above
         del self.copies[place]
         del self.extensions[place]
         self.extensions[above].discard(place)
 
-    def nodes(self, block_size: int) -> list[tuple[Place, object, list[int], list[list[int]]]]:
+    def nodes(self) -> list[tuple[Place, object, list[int], list[list[int]]]]:
         """Every node as (its end, its handle, its own first blocks in token order, the further copies at each),
         walking the places down from each namespace's root once."""
         found: list[tuple[Place, object, list[int], list[list[int]]]] = []
         walk: list[tuple[Place, list[int], list[list[int]]]] = []
         for top, below in self.extensions.items():
-            if not top[1]:
+            if self.keys.is_root(top):
                 walk.extend((place, [], []) for place in below)
         while walk:
             place, own, copies = walk.pop()
