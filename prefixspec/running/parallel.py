@@ -36,6 +36,7 @@ def run_pool(
     jobs: int,
     timeout: float | None,
     ended: Callable[[Key, Ended], Iterable[Key]],
+    starting: Callable[[Key], None] | None = None,
 ) -> dict[Key, Ended]:
     """Each of ``works`` in a supervised child, at most ``jobs`` at once, started in the mapping's order; how each ended.
 
@@ -45,6 +46,7 @@ def run_pool(
     ``--timeout`` the children's hangs are judged by.  A KeyboardInterrupt
     (the user's Ctrl-C or SIGTERM) stops every running child and goes on to
     the caller with the ends so far as the exception's ``prefixspec_finished``.
+    ``starting(key)``, if given, is told of each just before it starts.
     """
     pending = list(works)
     running: dict[Key, Supervised] = {}
@@ -53,6 +55,8 @@ def run_pool(
         while pending or running:
             while pending and len(running) < max(1, jobs):
                 key = pending.pop(0)
+                if starting is not None:
+                    starting(key)
                 running[key] = Supervised(works[key], timeout)
             for child in wait_any(list(running.values())):
                 key = next(key for key, each in running.items() if each is child)

@@ -114,6 +114,8 @@ class Ended:
     """Everything else it sent, in order."""
     hung: bool = False
     """It was killed for a call past ``--timeout`` plus ``GRACE``."""
+    seconds: float = 0.0
+    """From its start to its end."""
 
     def where(self) -> str:
         """The call the child was in, as a clause: ``in its insert() at call 3 ...`` or ``between calls (the last: ...)``."""
@@ -269,6 +271,7 @@ class Supervised:
         self._wait_status: int | None = None
         self._exited_at: float | None = None
         self.done = False
+        self.started = time.monotonic()
 
     def read(self, fd: int) -> None:
         """Take what ``fd`` (one of ``open_fds``) holds: its output to stderr a whole line at a time, its messages."""
@@ -319,6 +322,7 @@ class Supervised:
             sys.stderr.flush()
         ended, wait_status = self.ended, self._wait_status
         ended.reading = self.beacon.read()
+        ended.seconds = time.monotonic() - self.started
         announced = next((value for kind, value in reversed(ended.messages) if kind == "status"), None)
         if self._hung:
             ended.how, ended.hung = self._hung, True
