@@ -10,7 +10,7 @@ CATALOGUE#ID`` reproduces.
 
 from __future__ import annotations
 
-import shutil
+import shlex
 import tempfile
 import time
 from collections.abc import Callable
@@ -105,7 +105,9 @@ def hunt_mutant(
         if shortest is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
             kept = out_dir / f"{mutant.id}.trace"
-            shutil.copyfile(shortest.counterexample, kept)
+            # Its own lines name where it was written, a scratch folder gone with the hunt: they name its copy instead.
+            text = Path(shortest.counterexample).read_text(encoding="utf-8")
+            kept.write_text(text.replace(shlex.quote(shortest.counterexample), shlex.quote(str(kept))), encoding="utf-8")
             result.counterexample = str(kept)
             result.counterexample_calls = shortest.counterexample_calls
     result.seconds = time.perf_counter() - started
