@@ -21,6 +21,10 @@ watches:
 - a Ctrl-C or a SIGTERM of the parent ends the child (SIGTERM, so an engine
   it drives is stopped on the way out; SIGKILL ``STOP_WITHIN`` seconds later)
   and the parent's caller prints what finished.
+
+``supervise`` is one ``Supervised`` child watched to its end; several are
+watched together with ``wait_any`` and stopped together with ``stop_all``
+(``prefixspec.running.parallel``), their output relayed a whole line at a time.
 """
 
 from __future__ import annotations
