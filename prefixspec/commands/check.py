@@ -13,6 +13,7 @@ from prefixspec.commands.options import (
     absolute_path,
     MOST_ENGINE_STEPS,
     add_exec_options,
+    add_jobs_option,
     add_rules_option,
     distinct_outputs,
     engine_steps,
@@ -25,6 +26,7 @@ from prefixspec.exit_status import ExitStatus
 from prefixspec.running.profiles import PROFILE_HELP, PROFILES, load_profile
 from prefixspec.running.stages import RunPlan, run_check
 from prefixspec.targets.loading import DEFAULT_TARGET
+from prefixspec.targets.pipe import PipeEngine
 from prefixspec.targets.supervised import announce_stage
 
 
@@ -40,6 +42,7 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     check.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON to FILE")
     check.add_argument("--out", metavar="DIR", default="counterexamples", help="where counterexample traces go (default counterexamples/)")
     check.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_jobs_option(check, "the stages")
     add_rules_option(check)
     check.set_defaults(run=command_check, supervised=True)
 
@@ -65,6 +68,9 @@ def run_and_report(factory: CacheFactory, target_name: str, replay_target: str, 
         replay_target=replay_target + ("" if arguments.rules.name == "strict" else f" --rules {arguments.rules.name}"),
         rules=arguments.rules,
         announce=announce_stage,
+        jobs=arguments.jobs,
+        call_timeout=arguments.timeout,
+        fresh_target=None if arguments.exec is None else lambda: PipeEngine(arguments.exec, arguments.timeout, start_timeout=arguments.start_timeout),
     )
     report = run_check(factory, target_name=target_name, plan=plan)
     print(report.summary())

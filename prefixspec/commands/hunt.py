@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
 
-from prefixspec.commands.options import add_rules_option, output_folder, positive_seconds
+from prefixspec.commands.options import add_jobs_option, add_rules_option, output_folder, positive_seconds
 from prefixspec.targets.pipe import DEFAULT_TIMEOUT
-from prefixspec.exit_status import ExitStatus
+from prefixspec.exit_status import ExitStatus, stopped_by
+from prefixspec.targets.interrupts import stop_signal
 from prefixspec.running.hunt import hunt, table
 from prefixspec.running.profiles import PROFILE_HELP, PROFILES, load_profile
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, read_catalogue
@@ -19,15 +21,25 @@ def command_hunt(arguments: argparse.Namespace) -> int:
     output_folder(arguments.out)
     catalogue = read_catalogue(Path(arguments.catalogue))
     started = time.perf_counter()
-    results = hunt(
-        catalogue,
-        only=arguments.mutant,
-        profile=load_profile(arguments.profile),
-        out_dir=Path(arguments.out),
-        progress=None if arguments.quiet else sys.stderr,
-        rules=arguments.rules,
-        timeout=arguments.timeout,
-    )
+    try:
+        results = hunt(
+            catalogue,
+            only=arguments.mutant,
+            profile=load_profile(arguments.profile),
+            out_dir=Path(arguments.out),
+            progress=None if arguments.quiet else sys.stderr,
+            rules=arguments.rules,
+            timeout=arguments.timeout,
+            jobs=arguments.jobs,
+        )
+    except KeyboardInterrupt as stop:  # the user's Ctrl-C or SIGTERM: the mutants that finished, then the stop
+        signum = stop_signal() or signal.SIGINT
+        finished = getattr(stop, "prefixspec_hunted", [])
+        how = "interrupted (Ctrl-C)" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+        if finished:
+            print(table(finished))
+        print(f"result: STOPPED, {how}, after {len(finished)} finished mutant(s)")
+        return stopped_by(signum)
     print(table(results))
     print(f"counterexamples in {arguments.out}/ (prefixspec replay {arguments.out}/ID.trace --target {catalogue.path}#ID); {time.perf_counter() - started:.1f} s")
     return ExitStatus.PASSED if all(result.killed for result in results) else ExitStatus.FAILED
@@ -43,5 +55,6 @@ def add_hunt_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     parser.add_argument(
         "--timeout", metavar="SECONDS", type=positive_seconds, default=DEFAULT_TIMEOUT, help=f"seconds a mutant may take to answer one call (default {DEFAULT_TIMEOUT:g})"
     )
+    add_jobs_option(parser, "the mutants")
     add_rules_option(parser)
     parser.set_defaults(run=command_hunt)

@@ -234,3 +234,17 @@ def add_rules_option(parser: argparse.ArgumentParser, default: str | None = "str
         help=f"the rule set the spec follows: a preset ({presets}) or {fields} (any of them; slru:N for slru's threshold)"
         + (f" (default {default})" if default else " (default: the trace's own rules line)"),
     )
+
+
+def add_jobs_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``-j N`` / ``--jobs N``: how many worker processes run ``what`` at once (default: the cores this process may use)."""
+    from prefixspec.running.parallel import available_cores
+
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        metavar="N",
+        type=positive_int,
+        default=available_cores(),
+        help=f"{what} in N worker processes at once, the same results whatever N (default: the cores this process may use, {available_cores()}; 1: one after another)",
+    )

@@ -44,7 +44,8 @@ def finished_report(arguments: argparse.Namespace, ended: Ended | None) -> Check
     return report
 
 
-def _stage_words(stage: str) -> str:
+def stage_words(stage: str) -> str:
+    """``the call machine stage`` for a stage of a check; other places a run can be (``the seed tests``) as they are."""
     from prefixspec.running.stages import STAGES
 
     return f"the {stage} stage" if stage in STAGES else stage
@@ -72,14 +73,7 @@ def run_supervised(arguments: argparse.Namespace, command: Callable[[argparse.Na
         what = "hung" if ended.hung else "ended its process"
         print(f"prefixspec: the target `{name}` cannot be loaded: it {what} {ended.where()} (it {ended.how})", file=sys.stderr)
         return ExitStatus.USAGE
-    during = _stage_words(ended.reading.stage)
-    if ended.hung:
-        paragraph = f"prefixspec: the cache `{name}` hangs: {ended.where()}, during {during}, it {ended.how}."
-    else:
-        paragraph = (
-            f"prefixspec: the cache `{name}` ended the checker's process: it {ended.how} {ended.where()}, "
-            f"during {during}; a cache must not end the checker."
-        )
+    paragraph = ended.paragraph(name, stage_words(ended.reading.stage))
     if getattr(arguments, "command", "") != "check":
         print(paragraph)
         print("result: FAILED")

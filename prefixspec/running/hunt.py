@@ -10,15 +10,17 @@ CATALOGUE#ID`` reproduces.
 
 from __future__ import annotations
 
-import shutil
+import shlex
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
 from spec.api import Rules, TargetFailure
 from prefixspec.drive.seed_tests import SEED_TESTS
+from prefixspec.running.parallel import run_pool
 from prefixspec.running.stages import RunPlan, run_check
 from prefixspec.errors import TargetError
 from prefixspec.exit_status import ExitStatus
@@ -27,7 +29,7 @@ from prefixspec.targets.guarded import Guard
 from prefixspec.targets.loading import check_factory, loading
 from prefixspec.targets.mutants import Catalogue, CatalogueError, Mutant, load_mutant, mutated_sources
 from prefixspec.targets.pipe import DEFAULT_TIMEOUT
-from prefixspec.targets.supervised import announce_stage, send, supervise
+from prefixspec.targets.supervised import Ended, announce_stage, send
 
 
 @dataclass
@@ -103,7 +105,9 @@ def hunt_mutant(
         if shortest is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
             kept = out_dir / f"{mutant.id}.trace"
-            shutil.copyfile(shortest.counterexample, kept)
+            # Its own lines name where it was written, a scratch folder gone with the hunt: they name its copy instead.
+            text = Path(shortest.counterexample).read_text(encoding="utf-8")
+            kept.write_text(text.replace(shlex.quote(shortest.counterexample), shlex.quote(str(kept))), encoding="utf-8")
             result.counterexample = str(kept)
             result.counterexample_calls = shortest.counterexample_calls
     result.seconds = time.perf_counter() - started
@@ -120,30 +124,73 @@ def hunt(
     rules: Rules = Rules(),
     timeout: float | None = DEFAULT_TIMEOUT,
     supervised: bool = True,
+    jobs: int = 1,
 ) -> list[HuntResult]:
     """Every mutant of ``catalogue`` (or the one named ``only``), in catalogue order, each in a supervised child.
 
-    A mutant that ends its child's process (``os._exit``, a signal, a hang
-    past its alarm) is killed, the way it ended named as what killed it; one
-    that cannot be loaded is a ``CatalogueError``, as an edit that does not apply.
+    Up to ``jobs`` children run at once (``parallel.run_pool``); the results
+    are in catalogue order whatever finishes first, each mutant's the same as
+    alone.  A mutant that ends its child's process (``os._exit``, a signal, a
+    hang past its alarm) is killed, the way it ended named as what killed it;
+    one that cannot be loaded is a ``CatalogueError``, as an edit that does not
+    apply (the first in catalogue order; the mutants after it are not run).
+    On a KeyboardInterrupt (Ctrl-C, SIGTERM) every child is stopped and the
+    exception goes on with the mutants that finished, in order, as its ``prefixspec_hunted``.
     """
     chosen = [catalogue.mutant(only)] if only is not None else list(catalogue.mutants)
     for mutant in chosen:
         mutated_sources(catalogue, mutant, "_prefixspec_check")  # every edit checked before any mutant runs
-    results: list[HuntResult] = []
-    for mutant in chosen:
-        if progress is not None:
-            progress.write(f"  hunting {mutant.id}: {mutant.bug} ...\n")
-            progress.flush()
-        if supervised:
-            results.append(_hunt_supervised(catalogue, mutant, profile, out_dir, rules, timeout))
-        else:
-            results.append(hunt_mutant(catalogue, mutant, profile, out_dir, rules, timeout))
-    return results
+    if not supervised:
+        return [_hunt_one(catalogue, mutant, profile, out_dir, rules, timeout, progress) for mutant in chosen]
+    results: dict[int, HuntResult] = {}
+    errors: dict[int, CatalogueError] = {}
+
+    def starting(index: int) -> None:
+        say(progress, f"  hunting {chosen[index].id}: {chosen[index].bug} ...")
+
+    def ended(index: int, how: Ended) -> list[int]:
+        try:
+            result = results[index] = _hunted(catalogue, chosen[index], how)
+        except CatalogueError as error:
+            errors[index] = error
+            return list(range(index + 1, len(chosen)))
+        say(progress, f"  {result.mutant.id}: {verdict(result)} in {result.seconds:.1f} s")
+        return []
+
+    works = {index: _hunt_work(catalogue, mutant, profile, out_dir, rules, timeout) for index, mutant in enumerate(chosen)}
+    try:
+        run_pool(works, jobs, timeout, ended, starting)
+    except KeyboardInterrupt as stop:
+        stop.prefixspec_hunted = [results[index] for index in sorted(results)]  # type: ignore[attr-defined]  # for the caller's table
+        raise
+    if errors:
+        raise errors[min(errors)]
+    return [results[index] for index in sorted(results)]
 
 
-def _hunt_supervised(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path, rules: Rules, timeout: float | None) -> HuntResult:
-    started = time.perf_counter()
+def say(progress: TextIO | None, line: str) -> None:
+    """One progress line, whole."""
+    if progress is not None:
+        progress.write(line + "\n")
+        progress.flush()
+
+
+def verdict(result: HuntResult) -> str:
+    """``killed by the seed tests, the call machine`` or ``SURVIVED``: a progress line's word on a mutant."""
+    if not result.killed:
+        return "SURVIVED"
+    return "killed by " + ", ".join([*(["the seed tests"] if result.seed_killers else []), *result.machine_killers])
+
+
+def _hunt_one(
+    catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path, rules: Rules, timeout: float | None, progress: TextIO | None
+) -> HuntResult:
+    say(progress, f"  hunting {mutant.id}: {mutant.bug} ...")
+    return hunt_mutant(catalogue, mutant, profile, out_dir, rules, timeout)
+
+
+def _hunt_work(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path, rules: Rules, timeout: float | None) -> Callable[[], int]:
+    """What a supervised child runs for ``mutant``: its hunt, the result sent to the parent."""
 
     def work() -> int:
         try:
@@ -153,7 +200,11 @@ def _hunt_supervised(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir
             return ExitStatus.USAGE
         return ExitStatus.PASSED
 
-    ended = supervise(work, timeout)
+    return work
+
+
+def _hunted(catalogue: Catalogue, mutant: Mutant, ended: Ended) -> HuntResult:
+    """The result of ``mutant``'s child; a kill by the way it ended when it ended without one; CatalogueError when it cannot be loaded."""
     for kind, value in ended.messages:
         if kind == "hunted" and isinstance(value, HuntResult) and ended.status is not None:
             return value
@@ -161,7 +212,7 @@ def _hunt_supervised(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir
             raise CatalogueError(value)
     if not ended.reading.stage:
         raise CatalogueError(f"{catalogue.path}: mutant {mutant.id} cannot be loaded: its process {ended.how} {ended.where()}")
-    result = HuntResult(mutant, seconds=time.perf_counter() - started)
+    result = HuntResult(mutant, seconds=ended.seconds)
     killer = "its process hung" if ended.hung else f"its process {ended.how}"
     result.machine_killers.append(f"{ended.reading.stage} ({killer} {ended.where()})")
     result.seconds_to_first_failure = result.seconds

@@ -20,6 +20,7 @@ import itertools
 import shlex
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO, cast
@@ -81,6 +82,13 @@ class RunPlan:
     stopped with how its calls grow."""
     announce: Callable[[str, StageResult | None], None] | None = None
     """Told each stage's name as it starts (with None) and its result as it ends: a supervised run's parent learns what finished."""
+    jobs: int = 1
+    """Stages run at once, each in a supervised worker process (``stage_workers``); 1: one after another in this process."""
+    call_timeout: float | None = None
+    """Seconds a call may take (``--timeout``): a worker whose call runs on past it (and ``supervised.GRACE``) is killed."""
+    fresh_target: Callable[[], AbstractContextManager[CacheFactory]] | None = None
+    """With ``jobs`` above 1, how a worker gets a target of its own (an engine, ``--exec``, that a fork cannot share);
+    None: the target, as the fork inherits it."""
 
     @classmethod
     def of_profile(cls, profile: str | None = None) -> RunPlan:
@@ -289,7 +297,13 @@ def clear_counterexamples(folder: Path) -> None:
 
 
 def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> CheckReport:
-    """Every stage in order, each to its first failure; a target that fails as a program stops the run."""
+    """Every stage in order, each to its first failure; a target that fails as a program stops the run.
+
+    With ``plan.jobs`` above 1 the stages run in worker processes side by side, to the same report (``stage_workers``)."""
+    if plan.jobs > 1:
+        from prefixspec.running.stage_workers import run_check_in_workers  # it runs this module's stages
+
+        return run_check_in_workers(target, target_name=target_name, plan=plan)
     report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_target, rules=plan.rules)
     for name in STAGES:
         if name in REACH_STAGES and not (plan.reach and report.passed):

@@ -21,6 +21,10 @@ watches:
 - a Ctrl-C or a SIGTERM of the parent ends the child (SIGTERM, so an engine
   it drives is stopped on the way out; SIGKILL ``STOP_WITHIN`` seconds later)
   and the parent's caller prints what finished.
+
+``supervise`` is one ``Supervised`` child watched to its end; several are
+watched together with ``wait_any`` and stopped together with ``stop_all``
+(``prefixspec.running.parallel``), their output relayed a whole line at a time.
 """
 
 from __future__ import annotations
@@ -114,6 +118,8 @@ class Ended:
     """Everything else it sent, in order."""
     hung: bool = False
     """It was killed for a call past ``--timeout`` plus ``GRACE``."""
+    seconds: float = 0.0
+    """From its start to its end."""
 
     def where(self) -> str:
         """The call the child was in, as a clause: ``in its insert() at call 3 ...`` or ``between calls (the last: ...)``."""
@@ -123,6 +129,12 @@ class Ended:
         if reading.state == IDLE:
             return f"outside its calls (the last one: {reading.call})"
         return f"in {reading.call}"
+
+    def paragraph(self, target: str, during: str) -> str:
+        """The one-paragraph report of a child that failed as a program during ``during`` (``the call machine stage``)."""
+        if self.hung:
+            return f"prefixspec: the cache `{target}` hangs: {self.where()}, during {during}, it {self.how}."
+        return f"prefixspec: the cache `{target}` ended the checker's process: it {self.how} {self.where()}, during {during}; a cache must not end the checker."
 
 
 def _wait_description(status: int) -> str:
@@ -196,6 +208,10 @@ def _child(work: Callable[[], int], beacon: Beacon, message_fd: int, output_fd: 
     """The child's whole life: never returns, whatever ``work`` does (it ends the process with ``os._exit``)."""
     status = ExitStatus.FAILED.value
     try:
+        for sibling in Supervised._live.values():  # the parent's other children are not this one's to watch
+            for fd in (sibling.message_read, sibling.output_read):
+                os.close(fd)
+        Supervised._live, Supervised._reaping = {}, False
         os.setpgid(0, 0)  # its own group: the terminal's Ctrl-C reaches the parent only, and a kill reaches what the target started
         os.dup2(output_fd, 1)
         os.dup2(output_fd, 2)
@@ -218,6 +234,170 @@ def _child(work: Callable[[], int], beacon: Beacon, message_fd: int, output_fd: 
     os._exit(status)
 
 
+class Supervised:
+    """One supervised child, started at once (``work()`` forked into it); ``poll`` watches it, ``finish`` says how it ended.
+
+    Several may run at once (``prefixspec.running.parallel``): each has its
+    own beacon and pipes, and the parent's subreaper and orphan-ending are
+    shared so that ending one child's leftovers never ends another child.
+    """
+
+    _live: dict[int, Supervised] = {}
+    """The children started and not finished, by pid: never taken for another's orphans."""
+    _reaping = False
+
+    def __init__(self, work: Callable[[], int], timeout: float | None) -> None:
+        self.timeout = timeout
+        self.beacon = Beacon()
+        self.already = _children_of(os.getpid())
+        if not Supervised._live:  # what the run leaves behind, in any process group or session, comes back to this process
+            Supervised._reaping = _set_subreaper(True)
+        message_read, message_write = os.pipe()
+        output_read, output_write = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            os.close(message_read)
+            os.close(output_read)
+            _child(work, self.beacon, message_write, output_write)
+        os.close(message_write)
+        os.close(output_write)
+        self.pid, self.message_read, self.output_read = pid, message_read, output_read
+        Supervised._live[pid] = self
+        self.ended = Ended(None)
+        self.open_fds = {message_read, output_read}
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._line = ""
+        self._messages = bytearray()
+        self._seen_serial, self._seen_since = -1, time.monotonic()
+        self._hung = ""
+        self._wait_status: int | None = None
+        self._exited_at: float | None = None
+        self.done = False
+        self.started = time.monotonic()
+
+    def read(self, fd: int) -> None:
+        """Take what ``fd`` (one of ``open_fds``) holds: its output to stderr a whole line at a time, its messages."""
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            self.open_fds.discard(fd)
+        elif fd == self.output_read:
+            # Whole lines only, so that the lines of children running side by side never interleave mid-line.
+            self._line += self._decoder.decode(chunk)
+            cut = self._line.rfind("\n") + 1
+            if cut:
+                sys.stderr.write(self._line[:cut])
+                sys.stderr.flush()
+                self._line = self._line[cut:]
+        else:
+            self._messages.extend(chunk)
+            _take_messages(self._messages, self.ended)
+
+    def poll(self) -> bool:
+        """Look at the child once (its exit, its beacon's call past ``--timeout``); True once it has ended and can be finished."""
+        if self._wait_status is None:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                self._wait_status, self._exited_at = status, time.monotonic()
+        if self._wait_status is not None and (not self.open_fds or time.monotonic() - (self._exited_at or 0.0) > 0.5):
+            return True  # ended, its pipes drained (or held open by something it left behind, which the kill in finish ends)
+        reading = self.beacon.read()
+        if self.timeout is not None and reading.state == TIMED and not self._hung:
+            if reading.serial != self._seen_serial:
+                self._seen_serial, self._seen_since = reading.serial, time.monotonic()
+            elif time.monotonic() - self._seen_since > self.timeout + GRACE:
+                self._hung = (
+                    f"did not return within {self.timeout:g} s (--timeout) and ran on past the alarm that should have "
+                    f"interrupted it (a masked SIGALRM, a retry that swallows it, or code in C), so its process was killed"
+                )
+                _kill_group(self.pid, signal.SIGKILL)
+        return False
+
+    def finish(self) -> Ended:
+        """How the child ended (after ``poll`` said so, or after ``stop``); its group killed, its leftovers ended, its pipes closed."""
+        if self.done:
+            return self.ended
+        self.done = True
+        _kill_group(self.pid, signal.SIGKILL)  # whatever the target started in its group goes with it
+        tail = self._line + self._decoder.decode(b"", final=True)
+        if tail:
+            sys.stderr.write(tail)
+            sys.stderr.flush()
+        ended, wait_status = self.ended, self._wait_status
+        ended.reading = self.beacon.read()
+        ended.seconds = time.monotonic() - self.started
+        announced = next((value for kind, value in reversed(ended.messages) if kind == "status"), None)
+        if self._hung:
+            ended.how, ended.hung = self._hung, True
+        elif isinstance(announced, int) and wait_status is not None and os.WIFEXITED(wait_status) and os.WEXITSTATUS(wait_status) == announced:
+            ended.status = announced
+        else:
+            ended.how = _wait_description(wait_status) if wait_status is not None else "ended"
+        self._close()
+        return ended
+
+    def _close(self) -> None:
+        Supervised._live.pop(self.pid, None)
+        _end_orphans(self.already | set(Supervised._live))
+        if not Supervised._live and Supervised._reaping:
+            _set_subreaper(False)
+            Supervised._reaping = False
+        for fd in (self.message_read, self.output_read):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.open_fds.clear()
+        self.beacon.memory.close()
+
+
+def wait_any(children: list[Supervised], timeout: float = POLL) -> list[Supervised]:
+    """Up to ``timeout`` seconds of watching ``children`` together; those that have ended (to be ``finish``ed)."""
+    fds = {fd: child for child in children for fd in child.open_fds}
+    if fds:
+        readable, _, _ = select.select(list(fds), [], [], timeout)
+        for fd in readable:
+            fds[fd].read(fd)
+    else:
+        time.sleep(timeout / 5)
+    return [child for child in children if child.poll()]
+
+
+def stop_all(children: list[Supervised]) -> None:
+    """End children on the user's stop: SIGTERM (their engines stop on the way out), SIGKILL STOP_WITHIN seconds later.
+
+    Their output meanwhile is drained and dropped, so that none blocks on a full pipe while it unwinds."""
+    for child in children:
+        _kill_group(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_WITHIN
+    waiting = list(children)
+    while waiting and time.monotonic() < deadline:
+        for child in list(waiting):
+            try:
+                done, _ = os.waitpid(child.pid, os.WNOHANG)
+            except ChildProcessError:
+                done = child.pid
+            if done:
+                waiting.remove(child)
+        fds = [fd for child in waiting for fd in child.open_fds]
+        try:
+            readable, _, _ = select.select(fds, [], [], 0.05) if fds else ([], [], [])
+            for fd in readable:
+                os.read(fd, 1 << 16)
+        except (OSError, ValueError):
+            time.sleep(0.05)
+    for child in children:
+        _kill_group(child.pid, signal.SIGKILL)
+        try:
+            os.waitpid(child.pid, 0)
+        except ChildProcessError:
+            pass
+        child._line = ""
+        child.done = True
+        child._close()
+
+
 def supervise(work: Callable[[], int], timeout: float | None) -> Ended:
     """``work()`` in a supervised child (see the module's docstring); how it ended.
 
@@ -225,92 +405,15 @@ def supervise(work: Callable[[], int], timeout: float | None) -> Ended:
     and goes on to the caller, with what the child sent so far as the
     exception's ``prefixspec_ended``.
     """
-    beacon = Beacon()
-    already = _children_of(os.getpid())
-    reaping = _set_subreaper(True)  # what the run leaves behind, in any process group or session, comes back to this process
-    message_read, message_write = os.pipe()
-    output_read, output_write = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        os.close(message_read)
-        os.close(output_read)
-        _child(work, beacon, message_write, output_write)
-    os.close(message_write)
-    os.close(output_write)
-    ended = Ended(None)
+    child = Supervised(work, timeout)
     try:
-        _watch(pid, beacon, message_read, output_read, timeout, ended)
+        while not wait_any([child]):
+            pass
     except BaseException as stop:
-        _stop(pid, message_read, output_read)
-        stop.prefixspec_ended = ended  # type: ignore[attr-defined]  # what finished, for the caller's report
+        stop_all([child])
+        stop.prefixspec_ended = child.ended  # type: ignore[attr-defined]  # what finished, for the caller's report
         raise
-    finally:
-        if reaping:
-            _end_orphans(already)
-            _set_subreaper(False)
-        for fd in (message_read, output_read):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        beacon.memory.close()
-    return ended
-
-
-def _watch(pid: int, beacon: Beacon, message_read: int, output_read: int, timeout: float | None, ended: Ended) -> None:
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    messages = bytearray()
-    open_fds = {message_read, output_read}
-    seen_serial, seen_since = -1, time.monotonic()
-    hung = ""
-    wait_status: int | None = None
-    exited_at: float | None = None
-    while True:
-        if open_fds:
-            readable, _, _ = select.select(list(open_fds), [], [], POLL)
-        else:
-            readable = []
-            time.sleep(POLL / 5)
-        for fd in readable:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                open_fds.discard(fd)
-            elif fd == output_read:
-                sys.stderr.write(decoder.decode(chunk))
-                sys.stderr.flush()
-            else:
-                messages.extend(chunk)
-                _take_messages(messages, ended)
-        if wait_status is None:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                wait_status, exited_at = status, time.monotonic()
-        if wait_status is not None and (not open_fds or time.monotonic() - (exited_at or 0.0) > 0.5):
-            break  # ended, its pipes drained (or held open by something it left behind, which the kill below ends)
-        reading = beacon.read()
-        if timeout is not None and reading.state == TIMED and not hung:
-            if reading.serial != seen_serial:
-                seen_serial, seen_since = reading.serial, time.monotonic()
-            elif time.monotonic() - seen_since > timeout + GRACE:
-                hung = (
-                    f"did not return within {timeout:g} s (--timeout) and ran on past the alarm that should have "
-                    f"interrupted it (a masked SIGALRM, a retry that swallows it, or code in C), so its process was killed"
-                )
-                _kill_group(pid, signal.SIGKILL)
-    _kill_group(pid, signal.SIGKILL)  # whatever the target started in its group goes with it
-    tail = decoder.decode(b"", final=True)
-    if tail:
-        sys.stderr.write(tail)
-    ended.reading = beacon.read()
-    announced = next((value for kind, value in reversed(ended.messages) if kind == "status"), None)
-    if hung:
-        ended.how, ended.hung = hung, True
-    elif isinstance(announced, int) and os.WIFEXITED(wait_status) and os.WEXITSTATUS(wait_status) == announced:
-        ended.status = announced
-    else:
-        ended.how = _wait_description(wait_status) if wait_status is not None else "ended"
+    return child.finish()
 
 
 def _take_messages(buffer: bytearray, ended: Ended) -> None:
@@ -328,28 +431,3 @@ def _take_messages(buffer: bytearray, ended: Ended) -> None:
             ended.report.append(value)
         elif isinstance(kind, str):
             ended.messages.append((kind, value))
-
-
-def _stop(pid: int, message_read: int, output_read: int) -> None:
-    """End a child on the user's stop: SIGTERM (its engines stop on the way out), SIGKILL STOP_WITHIN seconds later."""
-    _kill_group(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_WITHIN
-    while time.monotonic() < deadline:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if done:
-            break
-        # Drain (and drop) its output so that it never blocks on a full pipe while it unwinds.
-        try:
-            readable, _, _ = select.select([message_read, output_read], [], [], 0.05)
-            for fd in readable:
-                os.read(fd, 1 << 16)
-        except (OSError, ValueError):
-            time.sleep(0.05)
-    _kill_group(pid, signal.SIGKILL)
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
