@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -51,5 +52,5 @@ def identify_and_report(factory: CacheFactory, target_name: str, replay_target: 
         if explanation.found is not None:
             conforming = [explanation.found.rules.text]
     if conforming:
-        print(f"check it fully with: prefixspec check {replay_target.removeprefix('--target ')} --rules {conforming[0]}")
+        print(f"check it fully with: prefixspec check {replay_target.removeprefix('--target ')} --rules {shlex.quote(conforming[0])}")
     return ExitStatus.PASSED if conforming else ExitStatus.FAILED

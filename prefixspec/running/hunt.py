@@ -87,8 +87,7 @@ def hunt_mutant(
     with tempfile.TemporaryDirectory(prefix=f"hunt-{mutant.id}-") as scratch:
         stages_start = time.perf_counter() - started
         target = f"{catalogue.path}#{mutant.id}"
-        replay_target = f"--target {target}" + ("" if strict else f" --rules {rules.name}")
-        plan = replace(RunPlan.of_profile(profile), out_dir=Path(scratch), replay_target=replay_target, rules=rules, announce=announce_stage)
+        plan = replace(RunPlan.of_profile(profile), out_dir=Path(scratch), replay_target=f"--target {target}", rules=rules, announce=announce_stage)
         report = run_check(factory, target_name=target, plan=plan)
         shortest = None
         for index, stage in enumerate(report.stages):

@@ -74,14 +74,12 @@ class Verdict:
 
 def short_plan(base: RunPlan, rules: Rules, folder: str) -> RunPlan:
     """The plan of a short check under ``rules``, its counterexamples in ``folder`` of the base's."""
-    replay_target = base.replay_target + ("" if rules == Rules() else f" --rules {rules.name}")
     return replace(
         base,
         base=settings(base.base, max_examples=IDENTIFY_EXAMPLES),
         min_engine_steps=IDENTIFY_STEPS,
         rules=rules,
         out_dir=Path(base.out_dir) / folder,
-        replay_target=replay_target,
         require_coverage=False,  # a short run reaches few extremes, and says nothing about the rule set
         reach=False,
     )
@@ -181,7 +179,7 @@ def explain(
             progress.write(f"  probing {rules.text} ...\n")
             progress.flush()
         plan = short_plan(base, rules, "probe")
-        probe = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_target, rules=rules)
+        probe = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=rules)
         for stage in PROBE_STAGES:
             probe.stages.append(run_stage(stage, target, plan))
             if not probe.stages[-1].passed:

@@ -71,7 +71,7 @@ def conformance_suite(
     folders: list[Path] = [] if out_dir is None else [out_dir]
     if settings is None:
         profile_settings(profile)  # an unknown profile is an error here, where the class is made
-    replay_target = replay_target_of(factory) + ("" if rule_set.name == "strict" else f" --rules {rule_set.name}")
+    replay_target = replay_target_of(factory)
 
     def plan() -> RunPlan:
         # Built when a test runs, so that HYPOTHESIS_PROFILE as it is then chooses the profile.

@@ -84,7 +84,7 @@ def kept_stages(results: dict[str, StageResult], plan: RunPlan) -> tuple[list[St
 
 def run_check_in_workers(target: CacheFactory, *, target_name: str, plan: RunPlan) -> CheckReport:
     """``run_check`` with its stages in up to ``plan.jobs`` workers at once; the same report (see the module's docstring)."""
-    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_target, rules=plan.rules)
+    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules)
     results: dict[str, StageResult] = {}
     announced: list[str] = []
 

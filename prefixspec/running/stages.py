@@ -56,6 +56,11 @@ REPORT_WITHIN = 50.0
 """Seconds from a stage's start within which its minimised counterexample is written (a minute, with room to spare)."""
 
 
+def rules_option(rules: Rules) -> str:
+    """`` --rules NAME`` that names ``rules`` on a command line, or nothing for strict (every command's default)."""
+    return "" if rules == Rules() else f" --rules {shlex.quote(rules.name)}"
+
+
 @dataclass(frozen=True)
 class RunPlan:
     """How a check runs, whatever its target: settings, steps, seed, where counterexamples go, how to reproduce them."""
@@ -68,7 +73,7 @@ class RunPlan:
     out_dir: Path = Path("counterexamples")
     progress: TextIO | None = None
     replay_target: str = "--target MODULE:FACTORY"
-    """What follows ``prefixspec replay FILE`` to reproduce a counterexample on this target."""
+    """How ``prefixspec replay FILE`` names this target (``--target X`` or ``--exec CMD``); ``replay_arguments`` adds the rules."""
     rules: Rules = Rules()
     """The rule set the spec follows in every stage (``spec.api.Rules``)."""
     report_within: float = REPORT_WITHIN
@@ -99,6 +104,13 @@ class RunPlan:
         """
         name, chosen = profile_settings(profile)
         return cls(base=chosen, profile=name, require_coverage=name in PROFILES and name != "dev")
+
+    @property
+    def replay_arguments(self) -> str:
+        """What follows ``prefixspec replay FILE`` to reproduce a counterexample: the target, then the rules if not strict.
+
+        The one place a run's replay command is written; every report and trace header reads it."""
+        return self.replay_target + rules_option(self.rules)
 
     def machine_settings(self) -> settings:
         """The settings common to both machines: the deadline off, too_slow suppressed, one bug reported, no shrink phase.
@@ -304,7 +316,7 @@ def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> Check
         from prefixspec.running.stage_workers import run_check_in_workers  # it runs this module's stages
 
         return run_check_in_workers(target, target_name=target_name, plan=plan)
-    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_target, rules=plan.rules)
+    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules)
     for name in STAGES:
         if name in REACH_STAGES and not (plan.reach and report.passed):
             continue
@@ -340,7 +352,7 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
         return
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     path, written = claimed_file(plan.out_dir, stage.name)
-    reproduce = f"prefixspec replay {shlex.quote(str(path))} {plan.replay_target}"
+    reproduce = f"prefixspec replay {shlex.quote(str(path))} {plan.replay_arguments}"
     with written:
         written.write(cut_long_comments(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text()))
     stage.counterexample = str(path)
