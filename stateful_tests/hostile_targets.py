@@ -183,6 +183,12 @@ class _AttributesRaise(RadixCache):
     def __getattr__(self, name: str) -> object:
         raise RuntimeError(f"no {name} here")
 
+    def __getattribute__(self, name: str) -> object:
+        # impl declares its features on the class, where __getattr__ is never asked: ask it, as a cache without them would
+        if name == "prefixspec_features":
+            raise RuntimeError(f"no {name} here")
+        return super().__getattribute__(name)
+
 
 def _factory(cache: type[RadixCache]) -> Callable[[int], RadixCache]:
     def factory(block_size: int) -> RadixCache:

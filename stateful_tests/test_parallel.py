@@ -93,14 +93,14 @@ def test_a_correct_cache_gives_the_same_stages_whatever_n(tmp_path: Path) -> Non
     """Every count and event of every stage the same at -j 1 and -j 2 (no reach stages: the scale stage takes a minute)."""
     from hypothesis import settings
 
-    from prefixspec.running.stages import RunPlan, run_check
+    from prefixspec.running.stages import RunPlan
     from prefixspec.targets.named import load_target
 
     plan = replace(RunPlan.of_profile("dev"), base=settings(max_examples=4, database=None), min_engine_steps=200, seed=11, reach=False, out_dir=tmp_path)
     factory = load_target("impl:RadixCache", 5.0)
 
     def stages(jobs: int) -> list[dict[str, object]]:
-        report = run_check(factory, target_name="impl:RadixCache", plan=replace(plan, jobs=jobs, call_timeout=5.0))
+        report = stage_workers.run_check_in_workers(factory, target_name="impl:RadixCache", plan=replace(plan, jobs=jobs, call_timeout=5.0))
         assert report.passed
         return [{key: value for key, value in vars(stage).items() if not key.startswith("seconds")} for stage in report.stages]
 

@@ -115,7 +115,7 @@ def test_a_cache_without_namespaces_or_events_offers_neither() -> None:
         def insert(self, tokens: list[int], blocks: list[int]) -> None: ...
 
     assert features_of(Plain()) == frozenset()
-    assert features_of(impl.RadixCache(1)) == {"namespaces", "events"}
+    assert features_of(impl.RadixCache(1)) == {"namespaces", "events", "digest"}
 
 
 def test_snapshots_and_greetings_carry_namespaces_and_features_through_the_protocol() -> None:

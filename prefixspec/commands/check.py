@@ -24,7 +24,8 @@ from prefixspec.commands.options import (
 )
 from prefixspec.exit_status import ExitStatus
 from prefixspec.running.profiles import PROFILE_HELP, PROFILES, load_profile
-from prefixspec.running.stages import RunPlan, run_check
+from prefixspec.running.stage_workers import run_check_in_workers
+from prefixspec.running.stages import RunPlan
 from prefixspec.targets.loading import DEFAULT_TARGET
 from prefixspec.targets.pipe import PipeEngine
 from prefixspec.targets.supervised import announce_stage
@@ -72,7 +73,7 @@ def run_and_report(factory: CacheFactory, target_name: str, replay_target: str, 
         call_timeout=arguments.timeout,
         fresh_target=None if arguments.exec is None else lambda: PipeEngine(arguments.exec, arguments.timeout, start_timeout=arguments.start_timeout),
     )
-    report = run_check(factory, target_name=target_name, plan=plan)
+    report = run_check_in_workers(factory, target_name=target_name, plan=plan)  # -j N: side by side, the same report
     print(report.summary())
     if arguments.json and not write_output(arguments.json, json.dumps(report.as_json(), indent=2) + "\n", "--json"):
         return ExitStatus.USAGE  # the report stands on stdout; a gate that wanted the file learns it is missing

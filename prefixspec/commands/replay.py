@@ -49,9 +49,12 @@ def replay_beside_spec(trace: Trace, file: str, factory: CacheFactory, target: s
     disagreement = first_disagreement(trace.block_size, trace.calls(), factory, trace.rules)
     if disagreement is not None:
         step = disagreement.trace.steps[-1]
-        line = trace.steps[len(disagreement.trace.steps) - 1].line
+        # The lockstep takes events after the calls that publish them (R13): count the file's own calls, not its takes.
+        position = max(len(disagreement.trace.driven_steps()), 1)
+        driven = trace.driven_steps()
+        line = driven[min(position, len(driven)) - 1].line if driven else 0
         print(
-            f"{file}: {target} disagrees with the spec at line {line}, call {len(disagreement.trace.steps)}: "
+            f"{file}: {target} disagrees with the spec at line {line}, call {position}: "
             f"{step.call.text()}\n  on its {disagreement.kind}\n  spec:  {disagreement.expected}\n  cache: {disagreement.got}"
         )
         return ExitStatus.FAILED

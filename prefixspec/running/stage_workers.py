@@ -29,7 +29,7 @@ from spec.api import CacheFactory, TargetFailure
 from prefixspec.exit_status import ExitStatus
 from prefixspec.running.parallel import run_pool
 from prefixspec.running.report import CheckReport, StageResult
-from prefixspec.running.stages import REACH_STAGES, STAGES, RunPlan, aborted_stage, run_stage
+from prefixspec.running.stages import REACH_STAGES, STAGES, RunPlan, aborted_stage, run_check, run_stage
 from prefixspec.targets.beacon import mark_stage
 from prefixspec.targets.supervised import Ended, send
 
@@ -83,7 +83,10 @@ def kept_stages(results: dict[str, StageResult], plan: RunPlan) -> tuple[list[St
 
 
 def run_check_in_workers(target: CacheFactory, *, target_name: str, plan: RunPlan) -> CheckReport:
-    """``run_check`` with its stages in up to ``plan.jobs`` workers at once; the same report (see the module's docstring)."""
+    """``run_check`` with its stages in up to ``plan.jobs`` workers at once; the same report (see the module's docstring).
+    With ``plan.jobs`` of 1, ``run_check`` itself, in this process."""
+    if plan.jobs <= 1:
+        return run_check(target, target_name=target_name, plan=plan)
     report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules)
     results: dict[str, StageResult] = {}
     announced: list[str] = []

@@ -309,13 +309,9 @@ def clear_counterexamples(folder: Path) -> None:
 
 
 def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> CheckReport:
-    """Every stage in order, each to its first failure; a target that fails as a program stops the run.
+    """Every stage in order in this process, each to its first failure; a target that fails as a program stops the run.
 
-    With ``plan.jobs`` above 1 the stages run in worker processes side by side, to the same report (``stage_workers``)."""
-    if plan.jobs > 1:
-        from prefixspec.running.stage_workers import run_check_in_workers  # it runs this module's stages
-
-        return run_check_in_workers(target, target_name=target_name, plan=plan)
+    ``stage_workers.run_check_in_workers`` runs them side by side in worker processes, to the same report."""
     report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules)
     for name in STAGES:
         if name in REACH_STAGES and not (plan.reach and report.passed):
