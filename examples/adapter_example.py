@@ -21,6 +21,7 @@ import itertools
 import operator
 from collections.abc import Callable, Sequence
 
+from examples.arguments import caller_ids  # R1's id check, shared with the real engines' adapters
 from spec.api import (
     ID_LIMIT,
     BlockId,
@@ -178,20 +179,6 @@ class ToyRadixCache:
 # The adapter: the spec's calls on the engine's cache ----------------------------------------
 
 
-def _ids(values: object, what: str) -> list[int]:
-    """R1: a sequence of ints in [0, 2**32), else InvalidArgument (the toy checks nothing)."""
-    if not isinstance(values, Sequence) or isinstance(values, str):
-        raise InvalidArgument(f"{what} must be a sequence of ints")
-    checked = []
-    for value in values:
-        try:
-            number = operator.index(value)
-        except TypeError:
-            raise InvalidArgument(f"{what} must be ints, got {type(value).__name__}") from None
-        if not 0 <= number < ID_LIMIT:
-            raise InvalidArgument(f"{what} must lie in [0, 2**32), got {number}")
-        checked.append(number)
-    return checked
 
 
 class ToyAdapter:
@@ -244,7 +231,7 @@ class ToyAdapter:
     # The calls.
 
     def match_prefix(self, tokens: Sequence[int]) -> PrefixMatch:
-        prompt = _ids(tokens, "tokens")
+        prompt = caller_ids(tokens, "tokens")
         usable = max(0, (len(prompt) - 1) // self.size * self.size)  # R3: the last token is left to compute
         value, node = self.toy.match_prefix(prompt[:usable])
         self.lookups += 1
@@ -253,7 +240,7 @@ class ToyAdapter:
         return PrefixMatch(len(value) * self.size, value, node)
 
     def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
-        prompt, given = _ids(tokens, "tokens"), _ids(blocks, "blocks")
+        prompt, given = caller_ids(tokens, "tokens"), caller_ids(blocks, "blocks")
         whole = len(prompt) // self.size
         key = prompt[: whole * self.size]
         if len(given) != whole:

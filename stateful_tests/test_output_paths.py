@@ -24,19 +24,12 @@ from prefixspec.commands.options import output_file, output_folder
 from prefixspec.errors import UsageError
 from prefixspec.formats.trace import read_trace
 from prefixspec.running.report import LONGEST_LINE, cut_line, cut_long_comments, cut_long_lines
+from stateful_tests.test_robustness import run
 
 FAST_FAILURE = "stateful_tests.hostile_targets:cached_blocks_float"
 """A target the golden trace finds wrong at once: a check of it ends in seconds, with a report and a counterexample."""
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        status = main(argv)
-    except SystemExit as exit:
-        status = int(exit.code or 0)
-    captured = capsys.readouterr()
-    assert "Traceback" not in captured.out + captured.err
-    return status, captured.out, captured.err
 
 
 def places(tmp_path: Path) -> list[tuple[list[str], str]]:
