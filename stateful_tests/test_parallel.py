@@ -30,7 +30,7 @@ from prefixspec.running.hunt import hunt, table
 from prefixspec.running.report import StageResult
 from prefixspec.running.stages import RunPlan
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, read_catalogue
-from prefixspec.targets.supervised import Ended
+from prefixspec.targets.supervised import Ended, Supervised
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = "stateful_tests.broken_caches:lock_pins_nothing"
@@ -221,3 +221,25 @@ def test_the_hunt_table_is_in_catalogue_order_whatever_finishes_first(tmp_path: 
         written = Path(result.counterexample).read_text(encoding="utf-8")
         assert f"prefixspec replay {result.counterexample} " in written  # its reproduce line names the copy, not a scratch folder
         assert written.replace(str(tmp_path / "two"), "OUT") == (tmp_path / "one" / f"{result.mutant.id}.trace").read_text(encoding="utf-8").replace(str(tmp_path / "one"), "OUT")
+
+
+def test_two_workers_that_end_together_where_the_first_drops_the_second_are_one_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both end before the pool looks; the first's end drops the second, which the pool then never reports (it once
+    looked it up among the running and raised StopIteration: a traceback in place of the report)."""
+    real_wait_any = parallel.wait_any
+
+    def together(children: list[Supervised]) -> list[Supervised]:
+        for child in children:  # as a loaded machine may see them: every child ready in one look
+            while not real_wait_any([child]):
+                pass
+        return children
+
+    monkeypatch.setattr(parallel, "wait_any", together)
+    told: list[str] = []
+
+    def ended(key: str, how: Ended) -> list[str]:
+        told.append(key)
+        return ["second"] if key == "first" else []
+
+    finished = parallel.run_pool({"first": lambda: 0, "second": lambda: 0}, 2, None, ended)
+    assert told == ["first"] and list(finished) == ["first"], (told, list(finished))

@@ -59,7 +59,10 @@ def run_pool(
                     starting(key)
                 running[key] = Supervised(works[key], timeout)
             for child in wait_any(list(running.values())):
-                key = next(key for key, each in running.items() if each is child)
+                keys = [key for key, each in running.items() if each is child]
+                if not keys:
+                    continue  # ended at the same moment as one whose end dropped it: stopped above, its end unwanted
+                key = keys[0]
                 del running[key]
                 finished[key] = child.finish()
                 dropped = set(ended(key, finished[key]))
