@@ -31,6 +31,7 @@ from prefixspec.running.report import StageResult
 from prefixspec.running.stages import RunPlan
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, read_catalogue
 from prefixspec.targets.supervised import Ended, Supervised
+from prefixspec.targets.supervised import wait_any as supervised_wait_any
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = "stateful_tests.broken_caches:lock_pins_nothing"
@@ -226,7 +227,7 @@ def test_the_hunt_table_is_in_catalogue_order_whatever_finishes_first(tmp_path: 
 def test_two_workers_that_end_together_where_the_first_drops_the_second_are_one_end(monkeypatch: pytest.MonkeyPatch) -> None:
     """Both end before the pool looks; the first's end drops the second, which the pool then never reports (it once
     looked it up among the running and raised StopIteration: a traceback in place of the report)."""
-    real_wait_any = parallel.wait_any
+    real_wait_any = supervised_wait_any
 
     def together(children: list[Supervised]) -> list[Supervised]:
         for child in children:  # as a loaded machine may see them: every child ready in one look
