@@ -68,7 +68,7 @@ def test_strict_keeps_a_split_tails_last_use() -> None:
 
 SHORT_EXAMPLES = {"call machine": 2, "engine machine": 1}
 """make test's share of the ci profile's examples per preset (Hypothesis's examples: the call machine runs twenty
-call examples for each, ``machines.call_machine_examples``; so 40 of its 240, and one engine example):
+call examples for each, ``drive.machines.call_machine_examples``; so 40 of its 240, and one engine example):
 agreement is the promise, and strict runs the whole profile in test_machines; make deep runs the whole profile per preset."""
 
 
