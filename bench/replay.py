@@ -4,8 +4,10 @@ Every call of a recording is made on a fresh cache through an adapter, which
 splits it in three: ``prepare`` (outside the timer: what an engine does anyway,
 such as building SGLang's key and slot tensor), the call itself (the only thing
 timed, one cache call per recorded call), and ``read`` (outside the timer: the
-result in the recording's terms, compared with the expected one).  A result
-that differs stops the replay: it is reported as a divergence and not timed.
+result as the interface's value, written as the trace writes it and compared
+with the recorded text, ``prefixspec.formats.trace.same_outcome``).  A result
+that differs stops the replay: it is reported as the trace's ``Divergence``
+and not timed.
 
 Each match and insert is also timed on the *read floor*: ``array('I', tokens)``
 on the very list handed to the cache, the least any cache that takes Python
@@ -17,25 +19,26 @@ from __future__ import annotations
 
 import gc
 from array import array
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter_ns
-from typing import Any
+from typing import Any, cast
 
-from bench.workload import EVICT, INSERT, LOCK, MATCH, OP_NAMES, ROOT_REF, UNLOCK, Recording
+from bench.workload import Recording
+from prefixspec.formats.trace import Divergence, Step, same_outcome
+from prefixspec.vocabulary import COMMANDS, render_result, result_node
+from spec.api import BlockId, Inserted, NodeId, PrefixMatch
 
-MatchRead = tuple[int, "array[int]", Hashable]
-"""(matched tokens, block ids, node) of a match, in the recording's terms."""
-InsertRead = tuple[Hashable, "array[int]"]
-"""(node, duplicates) of an insert."""
+Ints = tuple[int, ...]
 
 
 class Adapter:
     """One cache behind the replay: ``reset`` makes a fresh one; the rest map calls.
 
-    The ``prepare_*`` and ``read_*`` methods run outside the timer; the
-    ``match``, ``insert``, ``lock``, ``unlock`` and ``evict`` attributes are
-    the bound calls that are timed, set by ``reset``.
+    The ``prepare_*`` and ``read_*`` methods run outside the timer, and the
+    ``read_*`` give the interface's values (``spec.api``), which the replay
+    writes as the trace does; the ``match``, ``insert``, ``lock``, ``unlock``
+    and ``evict`` attributes are the bound calls that are timed, set by ``reset``.
     """
 
     name = "cache"
@@ -62,13 +65,13 @@ class Adapter:
     def prepare_evict(self, count: int) -> Any:
         return count
 
-    def read_match(self, result: Any) -> MatchRead:
+    def read_match(self, result: Any) -> PrefixMatch:
         raise NotImplementedError
 
-    def read_insert(self, result: Any, blocks: list[int]) -> InsertRead:
+    def read_insert(self, result: Any, blocks: list[int]) -> Inserted:
         raise NotImplementedError
 
-    def read_evict(self, result: Any) -> array[int]:
+    def read_evict(self, result: Any) -> list[BlockId]:
         raise NotImplementedError
 
 
@@ -89,25 +92,14 @@ class ApiAdapter(Adapter):
         self.unlock = self.cache.unlock
         self.evict = self.cache.evict
 
-    def read_match(self, result: Any) -> MatchRead:
-        return result.matched_tokens, array("I", result.blocks), result.node
+    def read_match(self, result: Any) -> PrefixMatch:
+        return PrefixMatch(result.matched_tokens, list(result.blocks), result.node)
 
-    def read_insert(self, result: Any, blocks: list[int]) -> InsertRead:
-        return result.node, array("I", result.duplicates)
+    def read_insert(self, result: Any, blocks: list[int]) -> Inserted:
+        return Inserted(result.node, list(result.duplicates))
 
-    def read_evict(self, result: Any) -> array[int]:
-        return array("I", result)
-
-
-@dataclass
-class Divergence:
-    call: int
-    op: str
-    expected: str
-    got: str
-
-    def describe(self) -> str:
-        return f"call {self.call} ({self.op}): expected {self.expected}, got {self.got}"
+    def read_evict(self, result: Any) -> list[BlockId]:
+        return list(result)
 
 
 @dataclass
@@ -116,8 +108,8 @@ class Replay:
 
     cache: str
     calls: int = 0
-    ns: dict[str, int] = field(default_factory=lambda: {name: 0 for name in OP_NAMES})
-    count: dict[str, int] = field(default_factory=lambda: {name: 0 for name in OP_NAMES})
+    ns: dict[str, int] = field(default_factory=lambda: {name: 0 for name in COMMANDS})
+    count: dict[str, int] = field(default_factory=lambda: {name: 0 for name in COMMANDS})
     floor_ns: dict[str, int] = field(default_factory=lambda: {"match": 0, "insert": 0})
     divergence: Divergence | None = None
 
@@ -130,84 +122,83 @@ class Replay:
         return sum(self.floor_ns.values())
 
 
-def _short(value: object) -> str:
-    text = repr(value)
+def _short(text: str) -> str:
     return text if len(text) < 300 else text[:300] + "..."
+
+
+def shortened(found: Divergence) -> Divergence:
+    """The trace's divergence with its texts cut short: a call of the workload holds thousands of tokens."""
+    return Divergence(found.line, _short(found.call), _short(found.expected), _short(found.got))
 
 
 @dataclass
 class NodePlan:
     """When a replay may let go of each node a call returned.
 
-    A replay keeps a node only until the last call that names it (a later
-    result that must be the same node, or a lock or unlock of it), so that it
-    keeps no evicted subtree alive: a harness that kept them made every full
-    garbage collection slower, and charged that to the cache.
+    A replay keeps a node only until the last call that names its handle (a
+    later result that writes the node by it, or a lock or unlock of it), so
+    that it keeps no evicted subtree alive: a harness that kept them made
+    every full garbage collection slower, and charged that to the cache.
     """
 
-    handle_ref: dict[int, int]
-    """A match or insert call -> the reference of the node it returned."""
-    drop_after: dict[int, list[int]]
-    """A call -> the references no later call needs."""
+    drop_after: dict[int, list[str]]
+    """A call's index -> the handles no later call needs."""
 
 
 def node_plan(recording: Recording) -> NodePlan:
-    ops = recording.ops
-    args = recording.args
-    expected = recording.expected
-    handle_ref: dict[int, int] = {}
-    last_need: dict[int, int] = {}
-    for call, op in enumerate(ops):
-        if op == MATCH:
-            ref = expected[call][2]  # type: ignore[index]
-            handle_ref[call] = ref
-        elif op == INSERT:
-            ref = expected[call][0]  # type: ignore[index]
-            handle_ref[call] = ref
-        elif op == LOCK or op == UNLOCK:
-            ref = handle_ref[args[call]]  # type: ignore[index]
-        else:
-            continue
-        if ref != ROOT_REF:
-            last_need[ref] = call
-    drop_after: dict[int, list[int]] = {}
-    for ref, call in last_need.items():
-        drop_after.setdefault(call, []).append(ref)
-    return NodePlan(handle_ref, drop_after)
+    last_need: dict[str, int] = {}
+    for index, step in enumerate(recording.trace.steps):
+        call = step.call
+        for handle in call.handles:
+            last_need[handle] = index
+        if call.name:
+            last_need[call.name] = index
+            written = result_node(call.kind, step.expected or "")
+            if written is not None and written[1] not in ("root", "new"):
+                last_need[written[1]] = index
+    last_need.pop("root", None)
+    drop_after: dict[int, list[str]] = {}
+    for handle, index in last_need.items():
+        drop_after.setdefault(index, []).append(handle)
+    return NodePlan(drop_after)
 
 
 def replay(recording: Recording, adapter: Adapter, *, limit: int | None = None, plan: NodePlan | None = None) -> Replay:
     """Replay ``recording`` (its first ``limit`` calls) on a fresh cache of ``adapter``.
 
-    Each result is compared with the expected one, nodes included: a node
-    expected to be the root must be the root, one first returned by this call
-    must be none that an earlier call returned (of those still named later),
-    and one first returned by call k must be the node call k returned.
+    Each result is written as the trace writes it and compared with the
+    recorded text, nodes included: a node is written ``root``, the handle that
+    first returned it (of those a later call still names), or ``new``.
     """
-    ops = recording.ops
-    args: list[Any] = recording.args
-    expected: list[Any] = recording.expected
-    plan = plan or node_plan(recording)
-    handle_ref = plan.handle_ref
-    drop_after = plan.drop_after
-    calls = len(ops) if limit is None else min(limit, len(ops))
+    steps = recording.trace.steps
+    drop_after = (plan or node_plan(recording)).drop_after
+    calls = len(steps) if limit is None else min(limit, len(steps))
     adapter.reset()
     root = adapter.root
     result = Replay(adapter.name, calls)
     ns = result.ns
     count = result.count
     floor_ns = result.floor_ns
-    kept: dict[int, Hashable] = {}
-    kept_refs: dict[int, int] = {}
+    kept: dict[str, Any] = {}
+    """Each handle a later call needs -> its node."""
+    first_name: dict[int, str] = {}
+    """The id of each node kept -> the handle that first returned it: how the trace writes the node."""
+
+    def written(node: NodeId) -> str:
+        return "root" if node is root else first_name.get(id(node), "new")
+
     clock = perf_counter_ns
     gc.collect()
-    for call in range(calls):
-        op = ops[call]
-        if op == MATCH:
-            tokens = args[call].tolist()
+    for index in range(calls):
+        step = steps[index]
+        call = step.call
+        op = call.op
+        value: object
+        if op == "match":
+            tokens = list(cast(Ints, call.args[0]))
             prepared = adapter.prepare_match(tokens)
             match = adapter.match
-            if call & 1:
+            if index & 1:
                 start = clock()
                 found = match(prepared)
                 middle = clock()
@@ -224,18 +215,13 @@ def replay(recording: Recording, adapter: Adapter, *, limit: int | None = None, 
                 floor_ns["match"] += middle - start
                 ns["match"] += end - middle
             count["match"] += 1
-            matched, blocks, node = adapter.read_match(found)
-            want_matched, want_blocks, ref = expected[call]
-            same = matched == want_matched and blocks == want_blocks
-            got: object = (matched, blocks)
-            want: object = (want_matched, want_blocks)
-        elif op == INSERT:
-            token_array, block_array = args[call]
-            tokens = token_array.tolist()
-            block_list = block_array.tolist()
+            value = adapter.read_match(found)
+        elif op == "insert":
+            tokens = list(cast(Ints, call.args[0]))
+            block_list = list(cast(Ints, call.args[1]))
             prepared_args = adapter.prepare_insert(tokens, block_list)
             insert = adapter.insert
-            if call & 1:
+            if index & 1:
                 start = clock()
                 done = insert(*prepared_args)
                 middle = clock()
@@ -252,56 +238,40 @@ def replay(recording: Recording, adapter: Adapter, *, limit: int | None = None, 
                 floor_ns["insert"] += middle - start
                 ns["insert"] += end - middle
             count["insert"] += 1
-            node, duplicates = adapter.read_insert(done, block_list)
-            ref, want_duplicates = expected[call]
-            same = duplicates == want_duplicates
-            got = duplicates
-            want = want_duplicates
-        elif op == LOCK or op == UNLOCK:
-            ref = handle_ref[args[call]]
-            target = root if ref == ROOT_REF else kept[ref]
-            method = adapter.lock if op == LOCK else adapter.unlock
+            value = adapter.read_insert(done, block_list)
+        elif op == "lock" or op == "unlock":
+            handle = call.handles[0]
+            target = root if handle == "root" else kept[handle]
+            method = adapter.lock if op == "lock" else adapter.unlock
             start = clock()
             method(target)
             end = clock()
-            ns[OP_NAMES[op]] += end - start
-            count[OP_NAMES[op]] += 1
-            for ref in drop_after.get(call, ()):
-                del kept_refs[id(kept.pop(ref))]
-            continue
+            ns[op] += end - start
+            count[op] += 1
+            value = None
         else:
-            prepared = adapter.prepare_evict(args[call])
+            prepared = adapter.prepare_evict(cast(int, call.args[0]))
             evict = adapter.evict
             start = clock()
             freed = evict(prepared)
             end = clock()
             ns["evict"] += end - start
             count["evict"] += 1
-            got = adapter.read_evict(freed)
-            want = expected[call]
-            if got != want:
-                result.divergence = Divergence(call, "evict", _short(want), _short(got))
-                result.calls = call
-                break
-            continue
-        if same:
-            if ref == ROOT_REF:
-                same = node is root
-            elif ref == call:
-                same = node is not root and id(node) not in kept_refs
-                kept[call] = node
-                kept_refs[id(node)] = call
-            else:
-                same = kept.get(ref) is node
-            if not same:
-                got = f"a node unlike the expected one (expected the node of call {ref})"
-                want = f"the node of call {ref}" if ref != ROOT_REF else "the root"
-        if not same:
-            result.divergence = Divergence(call, OP_NAMES[op], _short(want), _short(got))
-            result.calls = call
+            value = adapter.read_evict(freed)
+        got = render_result(call.kind, value, written)
+        if not same_outcome(step.expected or "", got):
+            result.divergence = shortened(Divergence(step.line, call.text(), step.expected or "", got))
+            result.calls = index
             break
-        for ref in drop_after.get(call, ()):
-            del kept_refs[id(kept.pop(ref))]
+        if call.name:
+            node = cast(PrefixMatch | Inserted, value).node
+            kept[call.name] = node
+            if node is not root:
+                first_name.setdefault(id(node), call.name)
+        for handle in drop_after.get(index, ()):
+            node = kept.pop(handle)
+            if first_name.get(id(node)) == handle:
+                del first_name[id(node)]
     kept.clear()
     adapter.reset()  # drop the cache before the next replay
     return result
@@ -310,12 +280,12 @@ def replay(recording: Recording, adapter: Adapter, *, limit: int | None = None, 
 def requests_prefix(recording: Recording, requests: int) -> int:
     """The number of calls that covers the first ``requests`` matches (and what they lead to)."""
     seen = 0
-    for call, op in enumerate(recording.ops):
-        if op == MATCH:
+    for index, step in enumerate(recording.trace.steps):
+        if step.call.op == "match":
             seen += 1
             if seen > requests:
-                return call
-    return len(recording.ops)
+                return index
+    return len(recording.trace.steps)
 
 
 def median(values: Sequence[float]) -> float:

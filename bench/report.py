@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.replay import median
-from bench.workload import OP_NAMES
+from prefixspec.vocabulary import COMMANDS
 
 TARGET_TOTAL = 1.5
 TARGET_MATCH = 1.3
@@ -260,16 +260,16 @@ def render(results: dict[str, Any], raw: Path, *, has_plots: bool) -> str:
         )
         add(f"Cross-check: {checks}.")
         add("")
-        add("| cache | " + " | ".join(OP_NAMES) + " | total (s) | read floor (s) | total / floor | match / floor |")
-        add("|---|" + "---|" * (len(OP_NAMES) + 4))
+        add("| cache | " + " | ".join(COMMANDS) + " | total (s) | read floor (s) | total / floor | match / floor |")
+        add("|---|" + "---|" * (len(COMMANDS) + 4))
         for cache, runs in entry["replays"].items():
             diverged = [run["divergence"] for run in runs if run["divergence"]]
             if diverged:
-                add(f"| {cache} | diverged: {diverged[0]} |" + " |" * (len(OP_NAMES) + 3))
+                add(f"| {cache} | diverged: {diverged[0]} |" + " |" * (len(COMMANDS) + 3))
                 continue
             add(
                 f"| {cache} | "
-                + " | ".join(spread(per_call_us(runs, op), 1) for op in OP_NAMES)
+                + " | ".join(spread(per_call_us(runs, op), 1) for op in COMMANDS)
                 + f" | {spread(totals_s(runs), 3)} | {spread(totals_s(runs, floor=True), 3)} | {spread(ratios(runs))} | {spread(ratios(runs, 'match'))} |"
             )
         add("")
@@ -283,10 +283,10 @@ def render(results: dict[str, Any], raw: Path, *, has_plots: bool) -> str:
         "replayed on the spec and on impl in alternation:"
     )
     add("")
-    add("| cache | " + " | ".join(OP_NAMES) + " | total (s) | total / floor |")
-    add("|---|" + "---|" * (len(OP_NAMES) + 2))
+    add("| cache | " + " | ".join(COMMANDS) + " | total (s) | total / floor |")
+    add("|---|" + "---|" * (len(COMMANDS) + 2))
     for cache, runs in prefix["replays"].items():
-        add(f"| {cache} | " + " | ".join(spread(per_call_us(runs, op), 1) for op in OP_NAMES) + f" | {spread(totals_s(runs), 3)} | {spread(ratios(runs))} |")
+        add(f"| {cache} | " + " | ".join(spread(per_call_us(runs, op), 1) for op in COMMANDS) + f" | {spread(totals_s(runs), 3)} | {spread(ratios(runs))} |")
     spec_over_impl = [s / i for s, i in zip(totals_s(prefix["replays"]["spec"]), totals_s(prefix["replays"]["impl"]))]
     add("")
     add(f"The spec takes {spread(spec_over_impl, 0)} times impl's time on these calls, and the gap grows with the cache.")
@@ -437,7 +437,7 @@ def analysis(results: dict[str, Any]) -> list[str]:
         evicts = recording["calls_by_op"]["evict"] / requests
         blocks_matched = recording["hit_tokens"] / requests / 16
         blocks_evicted = recording["evicted_blocks"] / requests
-        per_op = {op: median(per_call_us(runs, op)) if per_call_us(runs, op) else 0.0 for op in OP_NAMES}
+        per_op = {op: median(per_call_us(runs, op)) if per_call_us(runs, op) else 0.0 for op in COMMANDS}
         tree_share = total - (read if read is not None else 0.0)
         profile = results.get("profile", {}).get(name)
         largest = ""
@@ -506,8 +506,9 @@ block -> unlock. `small` and `big` run one request at a time; `small-8` keeps 8 
 running requests compute the same blocks and inserts hand back duplicates.
 
 **Recorded calls, expected results.** The engine decides every call from a reference cache's results,
-and each call is recorded as data with that result as its expected one, so every cache replays exactly
-the same calls and a result that differs is a divergence, reported and not timed. The spec is too slow
+and each call is recorded with that result as its expected one, as a trace of the checker's format
+(`prefixspec.formats.trace`), so every cache replays exactly the same calls and a result that differs is a
+divergence, reported and not timed. The spec is too slow
 to record whole workloads (its evict is O(nodes^2)), so the reference is `impl.RadixCache`, itself
 checked call by call against the spec by the test suite, and each recording is cross-checked: its first
 {crosscheck} requests are replayed on the spec, which must give every recorded result (see each

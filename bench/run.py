@@ -32,9 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import series
-from bench.replay import ApiAdapter, Replay, node_plan, replay, requests_prefix
+from bench.replay import ApiAdapter, Replay, node_plan, replay, requests_prefix, shortened
 from impl.variants import sglang as sglang_rule_cache
-from spec.api import RULE_PRESETS
+from prefixspec.formats.trace import Trace
+from prefixspec.formats.trace import replay as replay_trace
+from spec.api import RULE_PRESETS, CacheFactory
 from bench.sglang_adapter import PLACEHOLDER_MODULES, SglangAdapter, load_sglang
 from bench.workload import BIG, SMALL, SMALL_IN_FLIGHT, Recording, Shape, record
 from impl import RadixCache
@@ -130,17 +132,18 @@ def machine() -> dict[str, Any]:
     return info
 
 
-def crosscheck(recording: Recording, reference: Any, requests: int, name: str = "SpecCache") -> dict[str, Any]:
-    """Replay the first ``requests`` requests of ``recording`` on the slow reference."""
+def crosscheck(recording: Recording, reference: CacheFactory, requests: int, name: str = "SpecCache") -> dict[str, Any]:
+    """Replay the first ``requests`` requests of ``recording`` on the slow reference, with the checker's ``replay``."""
     calls = requests_prefix(recording, requests)
+    trace = recording.trace
     start = time.perf_counter()
-    result = replay(recording, ApiAdapter(name, reference, recording.shape.block_size), limit=calls)
+    divergence = replay_trace(Trace(trace.block_size, trace.steps[:calls], rules=trace.rules), reference(trace.block_size))
     return {
         "reference": name,
         "requests": min(requests, recording.requests),
         "calls": calls,
-        "agrees": result.divergence is None,
-        "divergence": result.divergence.describe() if result.divergence else None,
+        "agrees": divergence is None,
+        "divergence": shortened(divergence).describe() if divergence else None,
         "seconds": round(time.perf_counter() - start, 2),
     }
 
@@ -195,18 +198,17 @@ def run(plan: Plan, *, use_sglang: bool = True) -> dict[str, Any]:
         recordings[shape.name] = {}
         rule_sets = (("spec", RadixCache, RULE_PRESETS["strict"]), ("sglang", sglang_rule_cache, RULE_PRESETS["sglang"]))
         for rule, factory, rules in rule_sets:
-            reference = functools.partial(SpecCache, rules=rules)
             if rule == "sglang" and sg is None:
                 continue
             start = time.perf_counter()
             cache = factory(shape.block_size)
-            recording = record(shape, cache, rule=rule, reference=f"{factory.__module__}.{factory.__name__}")
+            recording = record(shape, cache, rule=rule, reference=f"{factory.__module__}.{factory.__name__}", rules=rules)
             cache.check_invariants()
             del cache
             summary = recording.summary()
             summary["seconds"] = round(time.perf_counter() - start, 2)
             entry["recordings"][rule] = summary
-            entry["crosscheck"][rule] = crosscheck(recording, reference, plan.crosscheck_requests, f"SpecCache rules={rules.name}")
+            entry["crosscheck"][rule] = crosscheck(recording, functools.partial(SpecCache, rules=rules), plan.crosscheck_requests, f"SpecCache rules={rules.name}")
             recordings[shape.name][rule] = recording
             check = entry["crosscheck"][rule]
             say(

@@ -60,7 +60,7 @@ def api_stepper(name: str, cache: Any) -> Stepper:
 
 
 def sglang_stepper(sg: Any) -> Callable[[], Stepper]:
-    from bench.sglang_adapter import FreedSlots
+    from bench.sglang_loading import FreedSlots
 
     def make() -> Stepper:
         allocator = FreedSlots()
@@ -267,8 +267,9 @@ def fill(insert: Callable[[array[int], list[int]], list[int]], cached_blocks: Ca
     """Insert the workload's traffic until ``target`` blocks are cached; the requests made.
 
     Block ids come from a counter, and the ids an insert hands back as
-    duplicates are used again.  Tokens are passed as arrays, so that the
-    probe does not make (and tracemalloc need not follow) an int per token.
+    duplicates are used again.  Tokens are passed as arrays (made from the
+    traffic's tuples, which are dropped with it), so that a cache keeps no
+    int object of its input and tracemalloc counts what the cache holds.
     """
     traffic = Traffic(replace(SMALL, requests=10**9))
     free: list[int] = []
@@ -283,7 +284,7 @@ def fill(insert: Callable[[array[int], list[int]], list[int]], cached_blocks: Ca
         del free[len(free) - reused :]
         blocks.extend(range(next_id, next_id + whole - reused))
         next_id += whole - reused
-        free.extend(insert(sequence, blocks))
+        free.extend(insert(array("I", sequence), blocks))
         traffic.finished(request, sequence)
         requests += 1
     return requests
@@ -316,7 +317,7 @@ def memory_api(name: str, factory: Callable[[int], Any], target: int) -> MemoryP
 
 
 def memory_sglang(sg: Any, target: int) -> MemoryPoint:
-    from bench.sglang_adapter import FreedSlots
+    from bench.sglang_loading import FreedSlots
 
     torch = sg.torch
     offsets = torch.arange(B, dtype=torch.int64)

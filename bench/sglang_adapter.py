@@ -21,8 +21,9 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
-from bench.replay import Adapter, InsertRead, MatchRead
+from bench.replay import Adapter
 from bench.sglang_loading import PLACEHOLDER_MODULES, FreedSlots, Sglang, load_sglang
+from spec.api import BlockId, Inserted, PrefixMatch
 
 __all__ = ["PLACEHOLDER_MODULES", "SglangAdapter", "load_sglang"]
 
@@ -65,22 +66,23 @@ class SglangAdapter(Adapter):
         self.allocator.freed.clear()
         return self.sg.EvictParams(num_tokens=count * self.block_size)
 
-    def block_ids(self, slots: Any) -> array[int]:
-        return array("I", (slots[:: self.block_size] // self.block_size).tolist())
+    def block_ids(self, slots: Any) -> list[BlockId]:
+        ids: list[BlockId] = (slots[:: self.block_size] // self.block_size).tolist()
+        return ids
 
-    def read_match(self, result: Any) -> MatchRead:
+    def read_match(self, result: Any) -> PrefixMatch:
         node = result.last_device_node
-        return result.device_prefix_len, self.block_ids(self.cache.path_device_indices(node)), node
+        return PrefixMatch(result.device_prefix_len, self.block_ids(self.cache.path_device_indices(node)), node)
 
-    def read_insert(self, result: Any, blocks: list[int]) -> InsertRead:
+    def read_insert(self, result: Any, blocks: list[int]) -> Inserted:
         node = result.last_device_node
         cached = result.prefix_len // self.block_size  # positions the tree held before this insert
         path = self.block_ids(self.cache.path_device_indices(node))
         duplicates = [new for new, kept in zip(blocks[:cached], path[:cached]) if new != kept]
-        return node, array("I", duplicates)
+        return Inserted(node, duplicates)
 
-    def read_evict(self, result: Any) -> array[int]:
-        freed = array("I")
+    def read_evict(self, result: Any) -> list[BlockId]:
+        freed: list[BlockId] = []
         for slots in self.allocator.freed:
             freed.extend(self.block_ids(slots))
         return freed

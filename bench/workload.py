@@ -21,28 +21,30 @@ block -> ``unlock``.  With 8 requests in flight, two running requests compute
 the same uncached blocks and the second insert hands back duplicates.
 
 The engine decides every call from the results of a reference cache (the spec,
-or a cross-checked implementation, see ``bench.run``), and records each call
-with that result as its expected one.  Any cache then replays exactly the same
-calls (``bench.replay``), and a result that differs is a divergence, reported
-and not timed.
+or a cross-checked implementation, see ``bench.run``), and records its calls
+as a trace of the checker's format (``prefixspec.formats.trace``): each call a
+``Call`` of the call table, named ``nK`` on line K when it returns a node, with
+the reference's result as its expected one, written as the trace writes it.
+Any cache then replays exactly the same calls (``bench.replay``), and a result
+that differs is a divergence, reported and not timed; ``prefixspec replay``
+reads the same trace (``Recording.trace.text()``).
+
+Tokens are tuples built by concatenation from the drawn pieces, so the calls of
+a workload share the int objects of one prompt and hold a pointer per token.
 """
 
 from __future__ import annotations
 
 import random
 from array import array
-from collections import deque
-from collections.abc import Hashable
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
-from spec.api import PrefixCache
-from prefixspec.vocabulary import COMMANDS
+from prefixspec.formats.trace import CallRunner, Step, Trace
+from prefixspec.vocabulary import BY_OP, COMMANDS, Arg, make_call
+from spec.api import BlockId, Inserted, PrefixCache, PrefixMatch, Rules
 
-OP_NAMES: tuple[str, ...] = COMMANDS
-"""A call's op code is its place among the calls of the table that take arguments: the calls an engine makes."""
-MATCH, INSERT, LOCK, UNLOCK, EVICT = map(OP_NAMES.index, ("match", "insert", "lock", "unlock", "evict"))
-ROOT_REF = -1
-"""The node reference of the root in expected results."""
+Tokens = tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -77,9 +79,11 @@ SHAPES = {shape.name: shape for shape in (SMALL, BIG, SMALL_IN_FLIGHT)}
 
 
 @dataclass
-class Request:
-    prompt: array[int]
-    output: array[int]
+class Prompted:
+    """A request as the traffic draws it (the engine's running state is ``Running``): its prompt, its output, its chat."""
+
+    prompt: Tokens
+    output: Tokens
     chat: int | None
 
 
@@ -90,59 +94,54 @@ class Traffic:
         self.shape = shape
         self.rng = random.Random(shape.seed)
         self.system = [self.tokens(self.rng.randint(*shape.system_tokens)) for _ in range(shape.system_prompts)]
-        self.chats: list[array[int]] = []
+        self.chats: list[Tokens] = []
 
-    def tokens(self, count: int) -> array[int]:
+    def tokens(self, count: int) -> Tokens:
         """``count`` random tokens in [0, 65536), made in C from random bytes."""
-        return array("I", array("H", self.rng.randbytes(2 * count)))
+        return tuple(array("H", self.rng.randbytes(2 * count)))
 
-    def opening(self) -> array[int]:
+    def opening(self) -> Tokens:
         return self.rng.choice(self.system) + self.tokens(self.rng.randint(*self.shape.user_tokens))
 
-    def next_request(self, busy_chats: set[int]) -> Request:
+    def next_request(self, busy_chats: set[int]) -> Prompted:
         shape = self.shape
         output = self.tokens(self.rng.randint(*shape.output_tokens))
         kind = self.rng.random()
         if kind < shape.system_share:
-            return Request(self.opening(), output, None)
+            return Prompted(self.opening(), output, None)
         if kind < shape.system_share + shape.chat_share:
             chat = self.rng.randrange(shape.chats)
             if chat in busy_chats:
-                return Request(self.opening(), output, None)  # that chat's last turn is still running
+                return Prompted(self.opening(), output, None)  # that chat's last turn is still running
             if chat >= len(self.chats):
-                self.chats.append(array("I"))
+                self.chats.append(())
                 chat = len(self.chats) - 1
             message = self.tokens(self.rng.randint(*shape.user_tokens))
             prompt = self.chats[chat] + message if self.chats[chat] else self.opening()
             if len(prompt) + shape.output_tokens[1] > shape.chat_limit:
                 prompt = self.opening()  # the chat starts over
-            return Request(prompt, output, chat)
-        return Request(self.tokens(self.rng.randint(*shape.unique_tokens)), output, None)
+            return Prompted(prompt, output, chat)
+        return Prompted(self.tokens(self.rng.randint(*shape.unique_tokens)), output, None)
 
-    def finished(self, request: Request, sequence: array[int]) -> None:
+    def finished(self, request: Prompted, sequence: Tokens) -> None:
         if request.chat is not None:
             self.chats[request.chat] = sequence
 
 
 @dataclass
 class Recording:
-    """The calls of one workload as data, each with its expected result.
+    """The calls of one workload as a trace, each with its expected result, and what they add up to.
 
-    ``ops[i]`` is the call's kind; ``args[i]`` its arguments (match: the token
-    array; insert: the token array and the block array; lock and unlock: the
-    index of the call whose node they name; evict: the block count);
-    ``expected[i]`` its result (match: ``(matched_tokens, blocks, ref)``;
-    insert: ``(ref, duplicates)``; evict: the freed ids; lock and unlock:
-    None), where a ``ref`` is the index of the first call that returned that
-    node, ``ROOT_REF`` for the root.
+    ``trace`` is a ``prefixspec.formats.trace.Trace`` of the calls the engine
+    made (match, insert, lock, unlock, evict), its ``rules`` those the reference
+    followed; a call that returns a node is named ``nK`` on line K, and a lock
+    or unlock names the match whose node it holds.
     """
 
     shape: Shape
     rule: str
     reference: str
-    ops: list[int] = field(default_factory=list)
-    args: list[object] = field(default_factory=list)
-    expected: list[object] = field(default_factory=list)
+    trace: Trace
     requests: int = 0
     query_tokens: int = 0
     hit_tokens: int = 0
@@ -152,13 +151,11 @@ class Recording:
     pressure_evictions: int = 0
 
     def __len__(self) -> int:
-        return len(self.ops)
+        return len(self.trace.steps)
 
     def counts(self) -> dict[str, int]:
-        found = {name: 0 for name in OP_NAMES}
-        for op in self.ops:
-            found[OP_NAMES[op]] += 1
-        return found
+        found = Counter(step.call.op for step in self.trace.steps)
+        return {op: found[op] for op in COMMANDS}
 
     def read_tokens(self) -> int:
         """The tokens passed to match and insert: what the read floor reads."""
@@ -184,81 +181,69 @@ class Recording:
 
 @dataclass
 class Running:
-    request: Request
-    match_call: int
-    blocks: list[int]
-    own: list[int]
+    """A request the engine runs: what it was drawn as, the handle of its match (which it holds locked), its blocks."""
+
+    request: Prompted
+    match_handle: str
+    blocks: list[BlockId]
+    own: list[BlockId]
 
 
 class Recorder:
-    """Makes the calls on the reference cache and records them with its results."""
+    """Makes the calls on the reference cache through the trace's ``CallRunner`` and records each with its result."""
 
-    def __init__(self, shape: Shape, cache: PrefixCache, rule: str, reference: str) -> None:
+    def __init__(self, shape: Shape, cache: PrefixCache, rule: str, reference: str, rules: Rules) -> None:
         self.cache = cache
-        self.recording = Recording(shape, rule, reference)
-        self.first_call: dict[Hashable, int] = {}
+        self.runner = CallRunner(cache)
+        self.steps: list[Step] = []
+        self.recording = Recording(shape, rule, reference, Trace(shape.block_size, self.steps, rules=rules))
 
-    def _ref(self, node: Hashable, call: int) -> int:
-        if node == self.cache.root:
-            return ROOT_REF
-        return self.first_call.setdefault(node, call)
+    def call(self, op: str, *args: Arg) -> tuple[str, object]:
+        """Make the call ``op`` on the reference; its handle (empty for a call that names no node) and its result."""
+        line = len(self.steps) + 1
+        name = f"n{line}" if BY_OP[op].names_node else ""
+        call = make_call(op, *args, name=name)
+        outcome = self.runner.run(call)
+        if outcome.error is not None:
+            raise RuntimeError(f"the reference cache refused line {line} of the workload ({op}): {outcome.text}")
+        self.steps.append(Step(call, outcome.text, line))
+        return name, outcome.value
 
-    def match(self, tokens: array[int]) -> tuple[int, list[int], Hashable]:
-        """Record a match; its call index, its blocks and its node."""
+    def match(self, tokens: Tokens) -> tuple[str, list[BlockId]]:
+        """Record a match; its handle and its blocks."""
+        handle, found = self.call("match", tokens)
+        assert isinstance(found, PrefixMatch)
         rec = self.recording
-        call = len(rec.ops)
-        found = self.cache.match_prefix(tokens.tolist())
-        rec.ops.append(MATCH)
-        rec.args.append(tokens)
-        rec.expected.append((found.matched_tokens, array("I", found.blocks), self._ref(found.node, call)))
         rec.query_tokens += len(tokens)
         rec.hit_tokens += found.matched_tokens
-        return call, list(found.blocks), found.node
+        return handle, list(found.blocks)
 
-    def insert(self, tokens: array[int], blocks: list[int]) -> list[int]:
+    def insert(self, tokens: Tokens, blocks: list[BlockId]) -> list[BlockId]:
+        _, done = self.call("insert", tokens, tuple(blocks))
+        assert isinstance(done, Inserted)
         rec = self.recording
-        call = len(rec.ops)
-        done = self.cache.insert(tokens.tolist(), blocks)
-        rec.ops.append(INSERT)
-        rec.args.append((tokens, array("I", blocks)))
-        rec.expected.append((self._ref(done.node, call), array("I", done.duplicates)))
         rec.inserted_tokens += len(tokens)
         rec.duplicates += len(done.duplicates)
         return list(done.duplicates)
 
-    def lock(self, call: int, node: Hashable) -> None:
-        self.cache.lock(node)
-        self.recording.ops.append(LOCK)
-        self.recording.args.append(call)
-        self.recording.expected.append(None)
-
-    def unlock(self, call: int, node: Hashable) -> None:
-        self.cache.unlock(node)
-        self.recording.ops.append(UNLOCK)
-        self.recording.args.append(call)
-        self.recording.expected.append(None)
-
-    def evict(self, count: int) -> list[int]:
-        freed = self.cache.evict(count)
+    def evict(self, count: int) -> list[BlockId]:
+        _, freed = self.call("evict", count)
+        assert isinstance(freed, list)
         rec = self.recording
-        rec.ops.append(EVICT)
-        rec.args.append(count)
-        rec.expected.append(array("I", freed))
         rec.evicted_blocks += len(freed)
         rec.pressure_evictions += 1
         return freed
 
 
-def record(shape: Shape, cache: PrefixCache, *, rule: str, reference: str) -> Recording:
-    """Run the workload's engine on ``cache`` (fresh, block size ``shape.block_size``); its calls as data."""
+def record(shape: Shape, cache: PrefixCache, *, rule: str, reference: str, rules: Rules) -> Recording:
+    """Run the workload's engine on ``cache`` (fresh, block size ``shape.block_size``, following ``rules``); its calls as a trace."""
     if cache.block_size() != shape.block_size:
         raise ValueError(f"the reference cache has block size {cache.block_size()}, the workload {shape.block_size}")
     size = shape.block_size
     traffic = Traffic(shape)
-    recorder = Recorder(shape, cache, rule, reference)
+    recorder = Recorder(shape, cache, rule, reference, rules)
     free = list(range(shape.pool_blocks))
     running: deque[Running] = deque()
-    nodes: dict[int, Hashable] = {}
 
     def finish(job: Running) -> None:
         request = job.request
@@ -268,16 +253,15 @@ def record(shape: Shape, cache: PrefixCache, *, rule: str, reference: str) -> Re
         duplicates = recorder.insert(sequence, table[:whole])
         free.extend(duplicates)
         free.extend(table[whole:])  # the partial tail's block: never cached
-        recorder.unlock(job.match_call, nodes.pop(job.match_call))
+        recorder.call("unlock", job.match_handle)
         traffic.finished(request, sequence)
 
     for _ in range(shape.requests):
         if len(running) >= shape.in_flight:
             finish(running.popleft())
         request = traffic.next_request({job.request.chat for job in running if job.request.chat is not None})
-        call, blocks, node = recorder.match(request.prompt)
-        nodes[call] = node
-        recorder.lock(call, node)
+        handle, blocks = recorder.match(request.prompt)
+        recorder.call("lock", handle)
         need = -(-(len(request.prompt) + len(request.output)) // size) - len(blocks)
         while len(free) < need:
             free.extend(recorder.evict(need - len(free)))
@@ -287,11 +271,10 @@ def record(shape: Shape, cache: PrefixCache, *, rule: str, reference: str) -> Re
                 finish(running.popleft())
         own = free[len(free) - need :]
         del free[len(free) - need :]
-        running.append(Running(request, call, blocks, own))
+        running.append(Running(request, handle, blocks, own))
         recorder.recording.requests += 1
     while running:
         finish(running.popleft())
     if cache.cached_blocks() + len(free) != shape.pool_blocks or len(set(free)) != len(free):
         raise RuntimeError("the engine lost track of its blocks: the recording is not trustworthy")
     return recorder.recording
-
