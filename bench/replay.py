@@ -25,7 +25,7 @@ from time import perf_counter_ns
 from typing import Any, cast
 
 from bench.workload import Recording
-from prefixspec.formats.trace import Divergence, Step, same_outcome
+from prefixspec.formats.trace import Divergence, same_outcome
 from prefixspec.vocabulary import COMMANDS, render_result, result_node
 from spec.api import BlockId, Inserted, NodeId, PrefixMatch
 

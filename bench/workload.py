@@ -38,7 +38,7 @@ from __future__ import annotations
 import random
 from array import array
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prefixspec.formats.trace import CallRunner, Step, Trace
 from prefixspec.vocabulary import BY_OP, COMMANDS, Arg, make_call

@@ -11,14 +11,14 @@ import operator
 import reprlib
 from array import array
 from collections.abc import Sequence
-from typing import cast
 
 from impl.blocks import cached_tokens, full_blocks, hit_rate, usable_prefix
+from impl.arguments import id_array, namespace_argument
 from impl.digest import DigestKeeper
-from impl.radix import TOKEN_TYPECODE, Key, RadixTree, eviction_key
+from impl.snapshot import snapshot_of
+from impl.radix import TOKEN_TYPECODE, RadixTree
 from spec.api import (
     DIGEST_FEATURE,
-    NAMESPACE_SHAPE,
     BlockId,
     BlockRemoved,
     BlockStored,
@@ -27,7 +27,6 @@ from spec.api import (
     Namespace,
     InvalidArgument,
     NodeId,
-    NodeView,
     NotLocked,
     PrefixMatch,
     PrefixStats,
@@ -35,49 +34,7 @@ from spec.api import (
     Snapshot,
     UnknownNode,
     checked_block_size,
-    is_namespace,
 )
-
-
-def _namespace(value: object) -> Namespace:
-    """``value`` as a namespace (R12): an int that is not a bool, a str, or a tuple of those and None; else InvalidArgument.
-
-    Runtime complexity: O(len(value)) for a tuple, O(1) otherwise.
-    """
-    if not is_namespace(value):
-        raise InvalidArgument(f"{NAMESPACE_SHAPE}, got {type(value).__name__}")
-    return cast(Namespace, value)
-
-
-def _id_array(values: object, what: str) -> array[int]:
-    """``values`` as an ``array('I')``, or InvalidArgument (R1).
-
-    ``values`` must be a sequence (not a str) of values ``operator.index``
-    accepts, each in [0, 2**32); the array checks every item in C.  A
-    bytes-like sequence counts as its items, not as raw machine words.
-
-    Runtime complexity: O(len(values)), in C for a list or a tuple.
-    """
-    try:
-        if type(values) is list:
-            # fromlist reads a list without the constructor's generic item
-            # access: 0.66-0.7 x the time of array('I', values), the read
-            # floor (benchmark: bench/ read costs and match vs read floor,
-            # issue 7).  It checks every item as the constructor does and
-            # keeps nothing on error.
-            converted = array(TOKEN_TYPECODE)
-            converted.fromlist(values)
-            return converted
-        if isinstance(values, (list, tuple)):
-            return array(TOKEN_TYPECODE, values)
-        if isinstance(values, (bytes, bytearray)):
-            # array() would read a bytes initializer as raw machine words.
-            return array(TOKEN_TYPECODE, list(values))
-        if isinstance(values, Sequence) and not isinstance(values, str):
-            return array(TOKEN_TYPECODE, values)
-    except (TypeError, OverflowError) as exc:
-        raise InvalidArgument(f"{what} must hold integers in [0, 2**32): {exc}") from exc
-    raise InvalidArgument(f"{what} must be a sequence of integers, not {type(values).__name__}")
 
 
 class RadixCache:
@@ -149,9 +106,9 @@ class RadixCache:
         log s) Python steps for a match through d nodes of m tokens (see
         ``RadixTree.descend``); no Python step per token.
         """
-        query = _id_array(tokens, "tokens")
+        query = id_array(tokens, "tokens")
         if namespace is not None:
-            namespace = _namespace(namespace)
+            namespace = namespace_argument(namespace)
         n_tokens = len(query)
         tree = self._tree
         path, partial, matched = tree.descend(query.tobytes(), usable_prefix(n_tokens, self._block_size), namespace)
@@ -185,10 +142,10 @@ class RadixCache:
         path of d nodes and k new blocks (see ``RadixTree.descend`` and
         ``HeldIds.claim``).
         """
-        query = _id_array(tokens, "tokens")
-        new_ids = _id_array(blocks, "blocks")
+        query = id_array(tokens, "tokens")
+        new_ids = id_array(blocks, "blocks")
         if namespace is not None:
-            namespace = _namespace(namespace)
+            namespace = namespace_argument(namespace)
         block_size = self._block_size
         n_blocks = full_blocks(len(query), block_size)
         if len(new_ids) != n_blocks:
@@ -396,24 +353,11 @@ class RadixCache:
 
     def snapshot(self) -> Snapshot:
         """The canonical state (R11): every non-root node as a NodeView, oldest
-        last use first, a call's nodes (one path) shortest prefix first.
+        last use first, a call's nodes (one path) shortest prefix first (``impl.snapshot``).
 
         Runtime complexity: O(sum of the prefix lengths + N log N) for N nodes.
         """
-        ordered: list[tuple[Key, int, NodeView]] = []
-        key = eviction_key(self._rules)
-        tree = self._tree
-        copies = tree.copies
-        for node, prefix, namespace in tree.prefixes():
-            shown: tuple[tuple[int, ...], ...] = ()
-            if copies and any(block in copies for block in node.blocks):
-                shown = tuple(tuple(copies.get(block, ())) for block in node.blocks)
-            ordered.append((key(node), len(prefix), NodeView(prefix, tuple(node.blocks), node.locks, namespace, shown)))
-        if tree.released is not None:  # use=release: the blocks' own order, the nodes by namespace and prefix (R11)
-            views = sorted((view for _, _, view in ordered), key=lambda view: (repr(view.namespace), view.prefix))
-            return Snapshot(self._block_size, tuple(views), self.stats(), tuple(tree.released))
-        ordered.sort(key=lambda entry: (entry[0], entry[1]))
-        return Snapshot(self._block_size, tuple(view for _, _, view in ordered), self.stats())
+        return snapshot_of(self._tree, self._rules, self._block_size, self.stats())
 
     def snapshot_digest(self) -> int:
         """``spec.api.snapshot_digest_of`` the cache's state (R11), kept as calls change it.

@@ -11,27 +11,24 @@ deadlines are the same by construction.  The stages, in order:
 
 Each stage runs until its first failure; the failing calls are cut by delta
 debugging to the fewest that still disagree and written as a trace that
-``prefixspec replay`` reproduces outside Hypothesis.
+``prefixspec replay`` reproduces outside Hypothesis (``counterexamples``).
+How a run goes, whatever its stages, is its ``RunPlan`` (``run_plan``, re-exported here).
 """
 
 from __future__ import annotations
 
-import itertools
-import shlex
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO, cast
+from typing import cast
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import FlakyFailure, HypothesisException
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from spec.api import CacheFactory, Rules, TargetFailure
+from spec.api import CacheFactory, TargetFailure
 from prefixspec.formats.trace import Trace
 from prefixspec.drive.coverage import Coverage, required_events
 from prefixspec.drive.golden import golden_trace
@@ -46,92 +43,13 @@ from prefixspec.drive.machines import (
     engine_machine,
 )
 from prefixspec.drive.growth import probe_growth
-from prefixspec.running.profiles import PROFILES, profile_settings
-from prefixspec.running.report import CheckReport, Progress, StageResult, cut_long_comments, flaky_failure
-from prefixspec.drive.scale import SCALE_BUDGET, StageTooSlow, run_scale, too_slow
-from prefixspec.compare.shrink import DoesNotReproduce, counterexample_trace, first_disagreement, minimise
-
-
-REPORT_WITHIN = 50.0
-"""Seconds from a stage's start within which its minimised counterexample is written (a minute, with room to spare)."""
-
-
-def rules_option(rules: Rules) -> str:
-    """`` --rules NAME`` that names ``rules`` on a command line, or nothing for strict (every command's default)."""
-    return "" if rules == Rules() else f" --rules {shlex.quote(rules.name)}"
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """How a check runs, whatever its target: settings, steps, seed, where counterexamples go, how to reproduce them."""
-
-    base: settings
-    """Hypothesis settings (a profile's, or the caller's) that every machine stage starts from."""
-    profile: str = "custom"
-    min_engine_steps: int = ENGINE_STEPS_PER_EXAMPLE
-    seed: int | None = None
-    out_dir: Path = Path("counterexamples")
-    progress: TextIO | None = None
-    replay_target: str = "--target MODULE:FACTORY"
-    """How ``prefixspec replay FILE`` names this target (``--target X`` or ``--exec CMD``); ``replay_arguments`` adds the rules."""
-    rules: Rules = Rules()
-    """The rule set the spec follows in every stage (``spec.api.Rules``)."""
-    report_within: float = REPORT_WITHIN
-    """Seconds from a stage's start by which delta debugging stops improving its counterexample."""
-    reach: bool = True
-    """Run the reach stages (``REACH_STAGES``) after the others passed."""
-    require_coverage: bool = False
-    """Fail a stage that never reached an event of ``coverage.REQUIRED`` (the named profiles do; a caller's few examples need not)."""
-    scale_budget: float = SCALE_BUDGET
-    """CPU seconds the scale stage may take (``scale.SCALE_BUDGET``); a cache whose calls would take it past them is
-    stopped with how its calls grow."""
-    announce: Callable[[str, StageResult | None], None] | None = None
-    """Told each stage's name as it starts (with None) and its result as it ends: a supervised run's parent learns what finished."""
-    jobs: int = 1
-    """Stages run at once, each in a supervised worker process (``stage_workers``); 1: one after another in this process."""
-    call_timeout: float | None = None
-    """Seconds a call may take (``--timeout``): a worker whose call runs on past it (and ``supervised.GRACE``) is killed."""
-    fresh_target: Callable[[], AbstractContextManager[CacheFactory]] | None = None
-    """With ``jobs`` above 1, how a worker gets a target of its own (an engine, ``--exec``, that a fork cannot share);
-    None: the target, as the fork inherits it."""
-
-    @classmethod
-    def of_profile(cls, profile: str | None = None) -> RunPlan:
-        """The plan of a profile (``ci``, ``deep``, ``dev``; None: ``HYPOTHESIS_PROFILE``, else ``ci``), loaded into nothing.
-
-        ``dataclasses.replace`` changes the rest.  A name outside ``PROFILES``
-        is a profile the caller registered with Hypothesis, held to no coverage.
-        """
-        name, chosen = profile_settings(profile)
-        return cls(base=chosen, profile=name, require_coverage=name in PROFILES and name != "dev")
-
-    @property
-    def replay_arguments(self) -> str:
-        """What follows ``prefixspec replay FILE`` to reproduce a counterexample: the target, then the rules if not strict.
-
-        The one place a run's replay command is written; every report and trace header reads it."""
-        return self.replay_target + rules_option(self.rules)
-
-    def machine_settings(self) -> settings:
-        """The settings common to both machines: the deadline off, too_slow suppressed, one bug reported, no shrink phase.
-
-        Hypothesis's shrinker replays whole examples, hundreds to thousands of
-        them: on the planted bug s02 it ran 1,662 call-machine examples (48 s)
-        for a counterexample that delta debugging over the recorded calls cuts
-        to the same 2 calls in well under a second.  So no stage shrinks with
-        Hypothesis; every stage's failing calls are cut by ``minimise``.
-        """
-        suppressed = list(self.base.suppress_health_check)
-        if HealthCheck.too_slow not in suppressed:
-            suppressed.append(HealthCheck.too_slow)  # one engine example runs thousands of steps by design
-        return settings(
-            self.base,
-            deadline=None,
-            suppress_health_check=suppressed,
-            report_multiple_bugs=False,
-            derandomize=self.base.derandomize and self.seed is None,
-            phases=[phase for phase in self.base.phases if phase is not Phase.shrink],
-        )
+from prefixspec.running.counterexamples import counterexample_path, write_counterexample
+from prefixspec.running.run_plan import REPORT_WITHIN as REPORT_WITHIN
+from prefixspec.running.run_plan import RunPlan as RunPlan
+from prefixspec.running.run_plan import rules_option as rules_option
+from prefixspec.running.report import CheckReport, Progress, StageResult, flaky_failure
+from prefixspec.drive.scale import StageTooSlow, run_scale, too_slow
+from prefixspec.compare.shrink import first_disagreement
 
 
 def run_golden(target: CacheFactory, plan: RunPlan) -> StageResult:
@@ -293,11 +211,6 @@ def run_stage(name: str, target: CacheFactory, plan: RunPlan) -> StageResult:
     return STAGES[name](target, plan)
 
 
-def counterexample_path(folder: Path, stage: str) -> Path:
-    """Where a stage's counterexample trace is written."""
-    return folder / f"{stage.replace(' ', '_')}.trace"
-
-
 def clear_counterexamples(folder: Path) -> None:
     """Remove every stage's counterexample trace from ``folder``, then the folder if that leaves it empty."""
     for name in STAGES:
@@ -328,53 +241,6 @@ def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> Check
 
 
 # The machinery of a stage -----------------------------------------------------------------
-
-
-def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory, plan: RunPlan, title: str, started: float) -> None:
-    """Minimise the calls of a failing run and write them as a trace file; fills the stage's fields.
-
-    The stage's failure then describes the minimised trace's last call (the
-    one a reader replays), with the rule it breaks; where the run first saw
-    the failure follows in a note.
-    """
-    calls = trace.calls()
-    # Delta debugging stops improving so that the report is written within a
-    # minute of the stage's start (issue 12), whatever the trace's length.
-    budget = max(2.0, plan.report_within - (time.perf_counter() - started))
-    try:  # its first replay of the calls is the check that they reproduce the failure (a scale run: 100,000 calls)
-        kept, disagreement = minimise(trace.block_size, calls, target, plan.rules, time_budget=budget)
-    except DoesNotReproduce:
-        stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
-        return
-    plan.out_dir.mkdir(parents=True, exist_ok=True)
-    path, written = claimed_file(plan.out_dir, stage.name)
-    reproduce = f"prefixspec replay {shlex.quote(str(path))} {plan.replay_arguments}"
-    with written:
-        written.write(cut_long_comments(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text()))
-    stage.counterexample = str(path)
-    stage.counterexample_calls = len(kept)
-    first_seen = stage.failure.splitlines()[0] if stage.failure else ""
-    stage.rule = disagreement.rule
-    stage.failure = f"{disagreement.describe()}\n(minimised to {len(kept)} of {len(calls)} calls; the run first saw it as: {first_seen})"
-    stage.seconds_to_report = time.perf_counter() - started
-
-
-def claimed_file(folder: Path, stage: str) -> tuple[Path, TextIO]:
-    """A new file for ``stage``'s counterexample in ``folder`` (``counterexample_path``; ``golden_trace-2.trace``,
-    ... when taken), created for this run alone.
-
-    Two checks writing into one folder never share a counterexample: each
-    claims its file exclusively (``O_EXCL``), so one run's replay command never
-    replays the other's trace.
-    """
-    for number in itertools.count(1):
-        first = counterexample_path(folder, stage)
-        path = first if number == 1 else first.with_name(f"{first.stem}-{number}.trace")
-        try:
-            return path, path.open("x", encoding="utf-8")
-        except FileExistsError:
-            continue
-    raise AssertionError("unreachable")
 
 
 def aborted_stage(stage: StageResult, started: float, failure: TargetFailure) -> StageResult:

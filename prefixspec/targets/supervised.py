@@ -25,26 +25,30 @@ watches:
 ``supervise`` is one ``Supervised`` child watched to its end; several are
 watched together with ``wait_any`` and stopped together with ``stop_all``
 (``prefixspec.running.parallel``), their output relayed a whole line at a time.
+The child's end of the message pipe is ``report_channel`` (``send``, re-exported here), and ending what a
+child leaves behind is ``reaping``.
 """
 
 from __future__ import annotations
 
 import codecs
-import io
 import os
 import pickle
 import select
 import signal
-import struct
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO, cast
 
 from prefixspec.exit_status import ExitStatus
-from prefixspec.targets.beacon import IDLE, TIMED, Beacon, Reading, install, mark_stage
+from prefixspec.targets.beacon import IDLE, TIMED, Beacon, Reading, install
+from prefixspec.targets.reaping import children_of, end_orphans, kill_group, set_subreaper, wait_description
+from prefixspec.targets.report_channel import LENGTH, Channel, ReportStream
+from prefixspec.targets.report_channel import announce_stage as announce_stage
+from prefixspec.targets.report_channel import send as send
+from prefixspec.targets.report_channel import supervised_child as supervised_child
 
 GRACE = 2.0
 """Seconds past ``--timeout`` that the child's own alarm has to interrupt a call before its process is killed."""
@@ -54,53 +58,6 @@ STOP_WITHIN = 1.5
 
 POLL = 0.1
 """Seconds between the parent's looks at the beacon."""
-
-_LENGTH = struct.Struct("<I")
-
-
-class _Channel:
-    """The child's end of the message pipe."""
-
-    fd = -1
-
-
-def send(kind: str, value: object) -> None:
-    """Tell the supervising parent ``(kind, value)``; nothing outside a supervised child."""
-    if _Channel.fd < 0:
-        return
-    payload = pickle.dumps((kind, value))
-    data = _LENGTH.pack(len(payload)) + payload
-    while data:
-        written = os.write(_Channel.fd, data)
-        data = data[written:]
-
-
-def announce_stage(name: str, stage: object | None) -> None:
-    """``RunPlan.announce`` of a supervised run: the beacon names the stage running, the parent hears of each that finished."""
-    if stage is None:
-        mark_stage(name)
-    else:
-        send("stage", stage)
-
-
-def supervised_child() -> bool:
-    """True in the child of ``supervise``."""
-    return _Channel.fd >= 0
-
-
-class _ReportStream(io.TextIOBase):
-    """The child's ``sys.stdout``: the checker's report (main thread) goes to the parent; anything else to stderr."""
-
-    def write(self, text: str) -> int:
-        if threading.current_thread() is threading.main_thread():
-            send("out", text)
-        else:  # a target's thread printing between calls: never the report
-            sys.stderr.write(text)
-        return len(text)
-
-    def writable(self) -> bool:
-        return True
-
 
 @dataclass
 class Ended:
@@ -137,73 +94,6 @@ class Ended:
         return f"prefixspec: the cache `{target}` ended the checker's process: it {self.how} {self.where()}, during {during}; a cache must not end the checker."
 
 
-def _wait_description(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = str(number)
-        extra = " (out of memory, or killed from outside)" if number == signal.SIGKILL else ""
-        return f"was killed by signal {name}{extra}"
-    code = os.waitstatus_to_exitcode(status)
-    return f"exited with status {code} without a report"
-
-
-def _set_subreaper(on: bool) -> bool:
-    """Make this process the subreaper of its descendants (Linux ``PR_SET_CHILD_SUBREAPER``); False where it cannot."""
-    try:
-        import ctypes
-
-        return int(ctypes.CDLL(None, use_errno=True).prctl(36, int(on), 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _children_of(pid: int) -> set[int]:
-    children: set[int] = set()
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return children
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rpartition(b")")[2].split()
-        except OSError:
-            continue
-        if len(fields) > 1 and int(fields[1]) == pid:
-            children.add(int(entry))
-    return children
-
-
-def _end_orphans(already: set[int]) -> None:
-    """Kill the processes the run left behind (an engine's helper that made its own group or session), as they come back here."""
-    for _ in range(50):
-        orphans = _children_of(os.getpid()) - already
-        if not orphans:
-            return
-        for orphan in orphans:
-            try:
-                os.kill(orphan, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        for orphan in orphans:
-            try:
-                os.waitpid(orphan, 0)
-            except ChildProcessError:
-                pass
-
-
-def _kill_group(pid: int, signum: int) -> None:
-    try:
-        os.killpg(pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _child(work: Callable[[], int], beacon: Beacon, message_fd: int, output_fd: int) -> None:
     """The child's whole life: never returns, whatever ``work`` does (it ends the process with ``os._exit``)."""
     status = ExitStatus.FAILED.value
@@ -216,10 +106,10 @@ def _child(work: Callable[[], int], beacon: Beacon, message_fd: int, output_fd: 
         os.dup2(output_fd, 1)
         os.dup2(output_fd, 2)
         os.close(output_fd)
-        _Channel.fd = message_fd
+        Channel.fd = message_fd
         install(beacon)
         sys.stderr = open(2, "w", encoding="utf-8", errors="replace", buffering=1, closefd=False)
-        sys.stdout = cast(TextIO, _ReportStream())
+        sys.stdout = cast(TextIO, ReportStream())
         status = int(work())
         sys.stderr.flush()
         send("status", status)
@@ -249,9 +139,9 @@ class Supervised:
     def __init__(self, work: Callable[[], int], timeout: float | None) -> None:
         self.timeout = timeout
         self.beacon = Beacon()
-        self.already = _children_of(os.getpid())
+        self.already = children_of(os.getpid())
         if not Supervised._live:  # what the run leaves behind, in any process group or session, comes back to this process
-            Supervised._reaping = _set_subreaper(True)
+            Supervised._reaping = set_subreaper(True)
         message_read, message_write = os.pipe()
         output_read, output_write = os.pipe()
         sys.stdout.flush()
@@ -311,7 +201,7 @@ class Supervised:
                     f"did not return within {self.timeout:g} s (--timeout) and ran on past the alarm that should have "
                     f"interrupted it (a masked SIGALRM, a retry that swallows it, or code in C), so its process was killed"
                 )
-                _kill_group(self.pid, signal.SIGKILL)
+                kill_group(self.pid, signal.SIGKILL)
         return False
 
     def finish(self) -> Ended:
@@ -319,7 +209,7 @@ class Supervised:
         if self.done:
             return self.ended
         self.done = True
-        _kill_group(self.pid, signal.SIGKILL)  # whatever the target started in its group goes with it
+        kill_group(self.pid, signal.SIGKILL)  # whatever the target started in its group goes with it
         tail = self._line + self._decoder.decode(b"", final=True)
         if tail:
             sys.stderr.write(tail)
@@ -333,15 +223,15 @@ class Supervised:
         elif isinstance(announced, int) and wait_status is not None and os.WIFEXITED(wait_status) and os.WEXITSTATUS(wait_status) == announced:
             ended.status = announced
         else:
-            ended.how = _wait_description(wait_status) if wait_status is not None else "ended"
+            ended.how = wait_description(wait_status) if wait_status is not None else "ended"
         self._close()
         return ended
 
     def _close(self) -> None:
         Supervised._live.pop(self.pid, None)
-        _end_orphans(self.already | set(Supervised._live))
+        end_orphans(self.already | set(Supervised._live))
         if not Supervised._live and Supervised._reaping:
-            _set_subreaper(False)
+            set_subreaper(False)
             Supervised._reaping = False
         for fd in (self.message_read, self.output_read):
             try:
@@ -369,7 +259,7 @@ def stop_all(children: list[Supervised]) -> None:
 
     Their output meanwhile is drained and dropped, so that none blocks on a full pipe while it unwinds."""
     for child in children:
-        _kill_group(child.pid, signal.SIGTERM)
+        kill_group(child.pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_WITHIN
     waiting = list(children)
     while waiting and time.monotonic() < deadline:
@@ -388,7 +278,7 @@ def stop_all(children: list[Supervised]) -> None:
         except (OSError, ValueError):
             time.sleep(0.05)
     for child in children:
-        _kill_group(child.pid, signal.SIGKILL)
+        kill_group(child.pid, signal.SIGKILL)
         try:
             os.waitpid(child.pid, 0)
         except ChildProcessError:
@@ -417,12 +307,12 @@ def supervise(work: Callable[[], int], timeout: float | None) -> Ended:
 
 
 def _take_messages(buffer: bytearray, ended: Ended) -> None:
-    while len(buffer) >= _LENGTH.size:
-        (length,) = _LENGTH.unpack_from(buffer, 0)
-        if len(buffer) < _LENGTH.size + length:
+    while len(buffer) >= LENGTH.size:
+        (length,) = LENGTH.unpack_from(buffer, 0)
+        if len(buffer) < LENGTH.size + length:
             return
-        payload = bytes(buffer[_LENGTH.size : _LENGTH.size + length])
-        del buffer[: _LENGTH.size + length]
+        payload = bytes(buffer[LENGTH.size : LENGTH.size + length])
+        del buffer[: LENGTH.size + length]
         try:
             kind, value = pickle.loads(payload)
         except Exception:  # a target that wrote into the checker's pipe: its message is not the checker's

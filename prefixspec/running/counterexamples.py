@@ -1,0 +1,71 @@
+"""A failing stage's counterexample: its calls minimised by delta debugging and written as a trace file of its own.
+
+The file is named for the stage (``counterexample_path``) and claimed for this run alone (``claimed_file``); its
+header carries the command that replays it (``RunPlan.replay_arguments``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+import time
+from pathlib import Path
+from typing import TextIO
+
+from spec.api import CacheFactory
+from prefixspec.formats.trace import Trace
+from prefixspec.compare.shrink import DoesNotReproduce, counterexample_trace, minimise
+from prefixspec.running.report import StageResult, cut_long_comments
+from prefixspec.running.run_plan import RunPlan
+
+
+def counterexample_path(folder: Path, stage: str) -> Path:
+    """Where a stage's counterexample trace is written."""
+    return folder / f"{stage.replace(' ', '_')}.trace"
+
+
+def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory, plan: RunPlan, title: str, started: float) -> None:
+    """Minimise the calls of a failing run and write them as a trace file; fills the stage's fields.
+
+    The stage's failure then describes the minimised trace's last call (the
+    one a reader replays), with the rule it breaks; where the run first saw
+    the failure follows in a note.
+    """
+    calls = trace.calls()
+    # Delta debugging stops improving so that the report is written within a
+    # minute of the stage's start (issue 12), whatever the trace's length.
+    budget = max(2.0, plan.report_within - (time.perf_counter() - started))
+    try:  # its first replay of the calls is the check that they reproduce the failure (a scale run: 100,000 calls)
+        kept, disagreement = minimise(trace.block_size, calls, target, plan.rules, time_budget=budget)
+    except DoesNotReproduce:
+        stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
+        return
+    plan.out_dir.mkdir(parents=True, exist_ok=True)
+    path, written = claimed_file(plan.out_dir, stage.name)
+    reproduce = f"prefixspec replay {shlex.quote(str(path))} {plan.replay_arguments}"
+    with written:
+        written.write(cut_long_comments(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text()))
+    stage.counterexample = str(path)
+    stage.counterexample_calls = len(kept)
+    first_seen = stage.failure.splitlines()[0] if stage.failure else ""
+    stage.rule = disagreement.rule
+    stage.failure = f"{disagreement.describe()}\n(minimised to {len(kept)} of {len(calls)} calls; the run first saw it as: {first_seen})"
+    stage.seconds_to_report = time.perf_counter() - started
+
+
+def claimed_file(folder: Path, stage: str) -> tuple[Path, TextIO]:
+    """A new file for ``stage``'s counterexample in ``folder`` (``counterexample_path``; ``golden_trace-2.trace``,
+    ... when taken), created for this run alone.
+
+    Two checks writing into one folder never share a counterexample: each
+    claims its file exclusively (``O_EXCL``), so one run's replay command never
+    replays the other's trace.
+    """
+    for number in itertools.count(1):
+        first = counterexample_path(folder, stage)
+        path = first if number == 1 else first.with_name(f"{first.stem}-{number}.trace")
+        try:
+            return path, path.open("x", encoding="utf-8")
+        except FileExistsError:
+            continue
+    raise AssertionError("unreachable")
