@@ -7,10 +7,12 @@ scaling series and the memory probe, and writes ``docs/perf.md``, its plots and
 the raw results under ``bench/results/``.
 
 - ``bench.workload``: the seeded traffic and the engine that records its cache
-  calls as data, with each call's expected result;
+  calls, each with its expected result, as a trace of the checker's format
+  (``prefixspec.formats.trace``);
 - the ``sglang`` rule set (``spec.api.RULE_PRESETS``), followed by the spec and
   by ``impl.variants.sglang``, records the sequence SGLang is replayed on;
-- ``bench.replay``: the adapters and the timed, verified replay;
+- ``bench.replay``: the adapters and the timed replay, each result written and
+  compared as the trace writes it;
 - ``bench.sglang_adapter``: importing SGLang's RadixCache without torchvision;
 - ``bench.series``: evict scaling, match against the read floor, memory;
 - ``bench.report``: ``docs/perf.md`` and the plots;

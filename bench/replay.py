@@ -123,7 +123,8 @@ class Replay:
 
 
 def _short(text: str) -> str:
-    return text if len(text) < 300 else text[:300] + "..."
+    """``text`` with its middle cut when long: its ends keep the call, the matched length and the node."""
+    return text if len(text) < 300 else f"{text[:200]} ... {text[-80:]}"
 
 
 def shortened(found: Divergence) -> Divergence:

@@ -5,7 +5,7 @@ its result, whether it is a use (R7), takes a namespace (R12) or publishes
 events (R13), and the rules its result and its refusals belong to (what a
 disagreement on it breaks).  Everything that speaks of calls reads this table: the text of calls,
 the results, the line protocol, the wrappers, the lockstep's rule names, the
-coverage and bench's op codes.  ``stateful_tests/test_call_table.py`` holds
+coverage and bench's tallies by call.  ``stateful_tests/test_call_table.py`` holds
 that no other module ties a rule to a call.
 """
 
@@ -91,7 +91,7 @@ OPS: tuple[str, ...] = tuple(BY_OP)
 QUERIES: tuple[str, ...] = tuple(kind.op for kind in CALLS if not kind.params and not kind.optional)
 """The calls that take no argument and every cache has: the counters."""
 COMMANDS: tuple[str, ...] = tuple(kind.op for kind in CALLS if kind.params)
-"""The calls that take arguments, in the table's order: the ones an engine makes (bench records them as op codes)."""
+"""The calls that take arguments, in the table's order: the ones an engine makes (bench times and tallies each)."""
 PUBLISHERS: tuple[str, ...] = tuple(kind.op for kind in CALLS if kind.publishes)
 """The calls after which a cache that publishes events has some to take (R13)."""
 
