@@ -96,7 +96,9 @@ def test_one_pytest_file_checks_a_cache(tmp_path: Path) -> None:
             """
         )
     )
-    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(temporary)}
     environment.pop("HYPOTHESIS_PROFILE", None)
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
@@ -111,6 +113,9 @@ def test_one_pytest_file_checks_a_cache(tmp_path: Path) -> None:
     assert "3 failed, 3 passed" in output, output
     for name in ("test_golden_trace", "test_call_machine", "test_engine_machine"):
         assert f"TestBrokenCache::{name}" in output
+    # The broken cache's folder of counterexamples stays; the sound one's, empty, is gone.
+    (left,) = temporary.iterdir()
+    assert left.name.startswith("prefixspec-counterexamples-") and any(left.iterdir())
 
 
 @pytest.mark.parametrize("stage", ["test_golden_trace"])

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from spec.api import parse_rules
 from prefixspec.commands.options import write_output
 from prefixspec.exit_status import ExitStatus, stopped_by
+from prefixspec.running.profiles import scratch_storage
 from prefixspec.running.report import CheckReport, StageResult, cut_long_lines
 from prefixspec.targets.interrupts import stop_signal
 from prefixspec.targets.loading import DEFAULT_TARGET
@@ -54,6 +55,7 @@ def stage_words(stage: str) -> str:
 def run_supervised(arguments: argparse.Namespace, command: Callable[[argparse.Namespace], int]) -> int:
     """``command(arguments)`` in a supervised child; its status, or the report of how the target ended it."""
     timeout = getattr(arguments, "timeout", None)
+    scratch_storage()  # made here, so that this process, which outlives the child, removes it
     try:
         ended = supervise(lambda: command(arguments), timeout if isinstance(timeout, float) else None)
     except KeyboardInterrupt as stop:

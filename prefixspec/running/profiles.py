@@ -115,15 +115,24 @@ def load_profile(name: str | None = None) -> str:
 _scratch: list[str] = []
 
 
+def scratch_storage() -> str:
+    """This process's folder for Hypothesis's storage, made on first use and removed when the process exits.
+
+    A process that forks a supervised child makes it first (``run_supervised``):
+    the child inherits it and ends with ``os._exit`` (or by its target's hand),
+    which runs no exit handler, so only the parent can remove it.
+    """
+    if not _scratch:
+        _scratch.append(tempfile.mkdtemp(prefix="prefixspec-hypothesis-"))
+        atexit.register(shutil.rmtree, _scratch[0], True)
+    return _scratch[0]
+
+
 def keep_no_storage_behind() -> None:
-    """Point Hypothesis's storage (its cache of the constants in the source) at a folder removed at exit.
+    """Point Hypothesis's storage (its cache of the constants in the source) at ``scratch_storage()``.
 
     A profile without an example database promises to leave nothing behind:
     without this, every run writes ``.hypothesis/constants`` into the working
     directory.
     """
-    if _scratch:
-        return
-    _scratch.append(tempfile.mkdtemp(prefix="prefixspec-hypothesis-"))
-    set_hypothesis_home_dir(_scratch[0])
-    atexit.register(shutil.rmtree, _scratch[0], True)
+    set_hypothesis_home_dir(scratch_storage())

@@ -26,6 +26,8 @@ same class: ``conformance_suite(prefixspec.targets.pipe.PipeEngine("path/to/engi
 
 from __future__ import annotations
 
+import atexit
+import os
 import sys
 import tempfile
 import unittest
@@ -78,6 +80,7 @@ def conformance_suite(
         chosen = RunPlan.of_profile(profile) if settings is None else RunPlan(base=settings)
         if not folders:  # a folder of this run's own (mkdtemp: private to its user), made when a test first runs
             folders.append(Path(tempfile.mkdtemp(prefix=f"prefixspec-counterexamples-{name}-")))
+            atexit.register(remove_if_empty, folders[0])  # a run that failed nothing leaves no folder behind
         return replace(chosen, min_engine_steps=min_engine_steps, out_dir=folders[0], rules=rule_set, replay_target=replay_target)
 
     def stage_test(stage_name: str) -> Callable[[unittest.TestCase], None]:
@@ -95,6 +98,14 @@ def conformance_suite(
         test = stage_test(stage_name)
         members[test.__name__] = test
     return type(name, (unittest.TestCase,), members)
+
+
+def remove_if_empty(folder: Path) -> None:
+    """Remove ``folder`` when it holds nothing (no counterexample was written into it)."""
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
 
 
 def replay_target_of(factory: CacheFactory) -> str:
