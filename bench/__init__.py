@@ -15,6 +15,8 @@ the raw results under ``bench/results/``.
   compared as the trace writes it;
 - ``bench.sglang_adapter``: importing SGLang's RadixCache without torchvision;
 - ``bench.series``: evict scaling, match against the read floor, memory;
-- ``bench.report``: ``docs/perf.md`` and the plots;
+- ``bench.report``: ``docs/perf.md``, from ``bench.figures`` (targets, medians,
+  ratios), ``bench.plots`` and ``bench.analysis`` (why a target is missed, the
+  method);
 - ``bench.run``: the whole run.
 """
