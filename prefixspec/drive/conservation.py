@@ -115,7 +115,8 @@ class _Lock:
 
     def __init__(self, request: Holder, size: int) -> None:
         self.request = request
-        self.blocks = tuple(request.table[: request.locked_blocks])
+        self.locked = request.locked_blocks
+        self.blocks = request.table[: self.locked]
         self.keys = locked_keys(request, size)
 
 
@@ -160,7 +161,7 @@ class KeptCheck:
         self._snapshot = snapshot
         size = snapshot.block_size
         views = self._views
-        current = {id(view): view for view in snapshot.nodes}
+        current = dict(zip(map(id, snapshot.nodes), snapshot.nodes))
         touched: dict[Key, BlockId | None] = {}
         cached, copies = self.cached, self.copies
         for gone in views.keys() - current.keys():
@@ -199,22 +200,21 @@ class KeptCheck:
         """Follow the requests' locks: a lock that is new or moved is checked whole, a finished one forgotten."""
         holds = True
         locks = self._locks
-        live = {id(request): request for request in running}
-        for gone in locks.keys() - live.keys():
-            self._unwatch(gone, locks.pop(gone))
-        for ident, request in live.items():
-            lock = locks.get(ident)
-            if lock is not None and lock.request is request and len(lock.blocks) == request.locked_blocks and lock.blocks == tuple(
-                request.table[: request.locked_blocks]
-            ) and len(lock.keys) == request.locked_blocks:
+        for request in running:
+            lock = locks.get(id(request))
+            if lock is not None and lock.request is request and lock.locked == request.locked_blocks and lock.blocks == request.table[: lock.locked]:
                 continue
             if lock is not None:
-                self._unwatch(ident, lock)
-            lock = locks[ident] = _Lock(request, size)
+                self._unwatch(id(request), lock)
+            lock = locks[id(request)] = _Lock(request, size)
             for key, block in zip(lock.keys, lock.blocks):
-                self._watch.setdefault(key, {})[ident] = block
+                self._watch.setdefault(key, {})[id(request)] = block
                 if self.cached.get(key) != block:
                     holds = False
+        if len(locks) > len(running):  # every running request is among them now: the rest have finished
+            live = set(map(id, running))
+            for gone in [ident for ident in locks if ident not in live]:
+                self._unwatch(gone, locks.pop(gone))
         return holds
 
     def _unwatch(self, ident: int, lock: _Lock) -> None:
