@@ -34,7 +34,8 @@ from typing import SupportsIndex, cast
 
 from spec.api import DIGEST_FEATURE, CacheFactory, KVEvent, NodeId, PrefixCache, Snapshot
 from spec.model import SpecCache
-from prefixspec.formats.trace import PASSED_ON, CallRunner, Step, Trace, outcome_text, same_outcome
+from prefixspec.formats.outcomes import same_result
+from prefixspec.formats.trace import PASSED_ON, CallRunner, Step, Trace, outcome_text
 from prefixspec.compare.mirror import Mirror, MirrorError, contents_difference
 from prefixspec.compare.differences import describe_snapshot_difference as describe_snapshot_difference, result_rule
 from prefixspec.compare.differences import snapshots_agree as snapshots_agree  # re-exported: R11's verdict
@@ -169,8 +170,8 @@ class Lockstep(CallThrough):
             self._reference_snapshot = self._reference_digest = None  # a call that takes arguments and was not refused may change the state
         self.steps.append(Step(call, expected.text, len(self.steps) + 1))
         if self._target_runner is not None and self.target is not None:
-            got = self._target_runner.run(call)
-            if not same_outcome(expected.text, got.text):
+            got = self._target_runner.run(call, text=False)  # compared by value where it can be: rendered only to differ
+            if not same_result(expected, got):
                 rule = result_rule(call.op, expected.text, got.text)
                 if call.namespace is not None:  # the rule holds within a namespace: a difference there is R12's first
                     rule = f"R12 within a namespace, {rule}"

@@ -137,6 +137,15 @@ class KeptCheck:
         """The running requests' locks by the request's identity."""
         self._watch: dict[Key, dict[int, BlockId]] = {}
         """Every locked prefix: the requests (by identity) that hold it, and the block each holds there."""
+        self._told = False
+        self._moved: dict[int, Holder] = {}
+        """The requests whose lock moved or ended since the last check, as the engine told (``moved``)."""
+
+    def moved(self, request: Holder) -> None:
+        """``request``'s lock is new, moved or released: an engine that tells every such change spares the check
+        a look at every running request (one that does not tell any is followed all the same)."""
+        self._told = True
+        self._moved[id(request)] = request
 
     def check(self, snapshot: Snapshot, free: Sequence[BlockId], running: Sequence[Holder]) -> None:
         """Raise ``EngineViolation`` (in ``check_from_scratch``'s words) where ``check_from_scratch`` would."""
@@ -164,18 +173,34 @@ class KeptCheck:
         current = dict(zip(map(id, snapshot.nodes), snapshot.nodes))
         touched: dict[Key, BlockId | None] = {}
         cached, copies = self.cached, self.copies
-        for gone in views.keys() - current.keys():
-            _, entries, held_copies = views.pop(gone)
+        gone = [views.pop(ident) for ident in views.keys() - current.keys()]
+        added = [current[ident] for ident in current.keys() - views.keys()]
+        if gone and added:
+            # A node whose locks alone changed has a new view of the same prefix and blocks (the very tuples): its
+            # entries stay as they are.
+            same_shape = {(id(old[0].prefix), id(old[0].blocks)): old for old in gone}
+            moved = []
+            for view in added:
+                old = same_shape.pop((id(view.prefix), id(view.blocks)), None)
+                if old is not None and old[0].namespace == view.namespace and old[0].copies == view.copies:
+                    views[id(view)] = (view, old[1], old[2])
+                    moved.append(view)
+                elif old is not None:
+                    same_shape[(id(view.prefix), id(view.blocks))] = old
+            if moved:
+                gone = list(same_shape.values())
+                kept = set(map(id, moved))
+                added = [view for view in added if id(view) not in kept]
+        for _, entries, held_copies in gone:
             for key, block in entries:
                 touched.setdefault(key, block)
                 del cached[key]
             for key, _ in held_copies:
                 del copies[key]
         twice = False
-        for new in current.keys() - views.keys():
-            view = current[new]
-            entries, held_copies = view_entries(view, size), view_copies(view, size)
-            views[new] = (view, entries, held_copies)
+        for view in added:
+            entries, held_copies = view_entries(view, size), view_copies(view, size) if view.copies else []
+            views[id(view)] = (view, entries, held_copies)
             for key, block in entries:
                 if key in cached:
                     twice = True
@@ -198,19 +223,42 @@ class KeptCheck:
 
     def _requests_hold(self, running: Sequence[Holder], size: int) -> bool:
         """Follow the requests' locks: a lock that is new or moved is checked whole, a finished one forgotten."""
+        if self._told:
+            moved, self._moved = self._moved, {}
+            holds = True
+            for ident, request in moved.items():
+                if any(other is request for other in running):
+                    holds = self._relock(request, size) and holds
+                elif ident in self._locks:
+                    self._unwatch(ident, self._locks.pop(ident))
+            if len(self._locks) == len(running):
+                return holds
+            return self._poll(running, size) and holds  # a request it was not told of: every one is looked at
+        return self._poll(running, size)
+
+    def _relock(self, request: Holder, size: int) -> bool:
+        """Watch ``request``'s locked prefixes anew; whether they hold its blocks now."""
+        ident = id(request)
+        lock = self._locks.get(ident)
+        if lock is not None:
+            self._unwatch(ident, lock)
+        lock = self._locks[ident] = _Lock(request, size)
+        holds = True
+        for key, block in zip(lock.keys, lock.blocks):
+            self._watch.setdefault(key, {})[ident] = block
+            if self.cached.get(key) != block:
+                holds = False
+        return holds
+
+    def _poll(self, running: Sequence[Holder], size: int) -> bool:
+        """``_requests_hold`` by a look at every running request."""
         holds = True
         locks = self._locks
         for request in running:
             lock = locks.get(id(request))
             if lock is not None and lock.request is request and lock.locked == request.locked_blocks and lock.blocks == request.table[: lock.locked]:
                 continue
-            if lock is not None:
-                self._unwatch(id(request), lock)
-            lock = locks[id(request)] = _Lock(request, size)
-            for key, block in zip(lock.keys, lock.blocks):
-                self._watch.setdefault(key, {})[id(request)] = block
-                if self.cached.get(key) != block:
-                    holds = False
+            holds = self._relock(request, size) and holds
         if len(locks) > len(running):  # every running request is among them now: the rest have finished
             live = set(map(id, running))
             for gone in [ident for ident in locks if ident not in live]:

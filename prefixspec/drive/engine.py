@@ -187,6 +187,7 @@ class Engine:
         del self.free[:wanted]
         request = Request(prompt, found.node, list(found.blocks) + own, own, len(found.blocks), namespace=namespace)
         self.running.append(request)
+        self.kept.moved(request)
         self.counts.admitted += 1
         return "admit"
 
@@ -213,6 +214,7 @@ class Engine:
         request.node = inserted.node
         request.locked_blocks = whole
         request.prefilled = True
+        self.kept.moved(request)
         if whole:
             self.check_longest_match(request, inserted.node, inserted.duplicates)
         self.counts.prefilled += 1
@@ -237,11 +239,13 @@ class Engine:
                     continue
                 raise EngineViolation(f"block {position} was inserted as {block} but matches as {found.blocks[position]}")
         request.table[:whole] = found.blocks
+        self.kept.moved(request)
 
     def finish(self, request: Request) -> str:
         self.cache.unlock(request.node)
         self.free.extend(request.own)
         self.running.remove(request)
+        self.kept.moved(request)
         self.counts.finished += 1
         return "finish"
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Hashable
-from dataclasses import dataclass
+from typing import cast
 
-from spec.api import CacheFactory, NodeId, PrefixCache, TargetFailure
-from prefixspec.vocabulary import Call, error_name, invoke, render_result, result_error, same_events
+from spec.api import CacheFactory, Inserted, NodeId, PrefixCache, PrefixMatch, TargetFailure
+from prefixspec.vocabulary import Call, CallKind, error_name, invoke, render_result, result_error, same_events
 
 FOREIGN = "foreign"
 """The handle of a node of another cache (never named by a line of the trace)."""
@@ -40,13 +40,68 @@ def outcome_text(error: BaseException) -> str:
         return f"crash {type(error).__name__}: (its message raised {type(broken).__name__})"
 
 
-@dataclass(frozen=True)
 class Outcome:
-    """What one call did: its result as trace text, and the raw value or exception."""
+    """What one call did: its result as trace text, and the raw value or exception.
 
-    text: str
-    value: object = None
-    error: BaseException | None = None
+    A result of the interface's exact types (``plain_value``) may be made without its text (``CallRunner.run``
+    with ``text=False``): rendering it cannot fail, so it is rendered when ``text`` is first read, and
+    ``same_result`` compares such results by value.  ``node`` is the word its node is written as ("" for none).
+    """
+
+    __slots__ = ("_text", "value", "error", "kind", "node")
+
+    def __init__(self, text: str | None, value: object = None, error: BaseException | None = None, kind: CallKind | None = None, node: str = "") -> None:
+        self._text = text
+        self.value = value
+        self.error = error
+        self.kind = kind
+        self.node = node
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            assert self.kind is not None, "an outcome without its text has its call's kind"
+            self._text = render_result(self.kind, self.value, self._node_word)
+        return self._text
+
+    def _node_word(self, node: object) -> str:
+        return self.node
+
+    def __repr__(self) -> str:
+        return f"Outcome({self.text!r}, {self.value!r}, {self.error!r})"
+
+
+_INT: frozenset[type] = frozenset({int})
+
+
+def plain_value(kind: CallKind, value: object) -> bool:
+    """``value`` is a result of ``kind`` of the interface's exact types (ints, lists of ints, its dataclasses): one
+    ``render_result`` writes without a question, and whose equal is written alike."""
+    result = kind.result
+    if result == "match":
+        return (
+            type(value) is PrefixMatch
+            and type(value.matched_tokens) is int
+            and type(value.blocks) is list
+            and set(map(type, value.blocks)) <= _INT
+        )
+    if result == "inserted":
+        return type(value) is Inserted and type(value.duplicates) is list and set(map(type, value.duplicates)) <= _INT
+    if result == "ok":
+        return value is None
+    if result == "blocks":
+        return type(value) is list and set(map(type, value)) <= _INT
+    return result == "count" and type(value) is int
+
+
+def same_result(expected: Outcome, got: Outcome) -> bool:
+    """``same_outcome`` of the two texts, by value where both results are of the interface's exact types (equal
+    values of those types are written alike, their nodes by the words both outcomes hold)."""
+    kind = got.kind
+    if kind is not None and got.error is None and expected.error is None and plain_value(kind, expected.value) and plain_value(kind, got.value):
+        if expected.node == got.node and expected.value == got.value:
+            return True
+    return same_outcome(expected.text, got.text)
 
 
 class CallRunner:
@@ -89,16 +144,30 @@ class CallRunner:
         size = self.cache.block_size()
         return self.foreign(size).insert([0] * (2 * size), [0, 1]).node
 
-    def run(self, call: Call) -> Outcome:
-        """Make ``call`` on the cache; any exception becomes the outcome, but those of ``PASSED_ON``, which escape."""
+    def run(self, call: Call, *, text: bool = True) -> Outcome:
+        """Make ``call`` on the cache; any exception becomes the outcome, but those of ``PASSED_ON``, which escape.
+
+        ``text`` false: a result of the interface's exact types (``plain_value``) is rendered only when its
+        text is read (a lockstep compares it by value); its node is named now all the same.
+        """
+        kind = call.kind
+        words: list[str] = []
+
+        def node_text(node: NodeId) -> str:  # named once the rest of the result is known to be of its type
+            words.append(self.written_node(node, call.name))
+            return words[-1]
+
         try:
             value = invoke(self.cache, call, self.node_of)
-            text = render_result(call.kind, value, lambda node: self.written_node(node, call.name))
+            if not text and plain_value(kind, value):
+                node = node_text(cast(PrefixMatch | Inserted, value).node) if kind.names_node else ""
+                return Outcome(None, value, None, kind, node)
+            written = render_result(kind, value, node_text)
         except PASSED_ON:
             raise
         except BaseException as error:  # the outcome of a call may be any error, GeneratorExit too; the caller compares it
             return Outcome(outcome_text(error), None, error)
-        return Outcome(text, value)
+        return Outcome(written, value, None, kind, words[-1] if words else "")
 
     def written_node(self, node: NodeId, name: str) -> str:
         """A node as a result writes it (root, an earlier handle, or new); records it under ``name``."""
