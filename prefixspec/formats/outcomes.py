@@ -151,17 +151,20 @@ class CallRunner:
         text is read (a lockstep compares it by value); its node is named now all the same.
         """
         kind = call.kind
-        words: list[str] = []
-
-        def node_text(node: NodeId) -> str:  # named once the rest of the result is known to be of its type
-            words.append(self.written_node(node, call.name))
-            return words[-1]
-
         try:
             value = invoke(self.cache, call, self.node_of)
-            if not text and plain_value(kind, value):
-                node = node_text(cast(PrefixMatch | Inserted, value).node) if kind.names_node else ""
-                return Outcome(None, value, None, kind, node)
+            if plain_value(kind, value):  # its text cannot fail: made now, or when first read
+                node = self.written_node(cast(PrefixMatch | Inserted, value).node, call.name) if kind.names_node else ""
+                outcome = Outcome(None, value, None, kind, node)
+                if text:
+                    _ = outcome.text  # rendered now, as the caller asked
+                return outcome
+            words: list[str] = []
+
+            def node_text(node: NodeId) -> str:  # named once the rest of the result is known to be of its type
+                words.append(self.written_node(node, call.name))
+                return words[-1]
+
             written = render_result(kind, value, node_text)
         except PASSED_ON:
             raise
