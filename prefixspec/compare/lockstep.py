@@ -164,9 +164,10 @@ class Lockstep(CallThrough):
 
     def perform(self, call: Call) -> object:
         """Make ``call`` on both caches, compare, and return the reference's result."""
+        kind = call.kind
         before = self.snapshot() if self.observer is not None else None
         expected = self._reference_runner.run(call)
-        if call.kind.params and expected.error is None:
+        if kind.params and expected.error is None:
             self._reference_snapshot = self._reference_digest = None  # a call that takes arguments and was not refused may change the state
         self.steps.append(Step(call, expected.text, len(self.steps) + 1))
         if self._target_runner is not None and self.target is not None:
@@ -189,7 +190,7 @@ class Lockstep(CallThrough):
                 self.check_snapshots(self.reference, self.target, refused=expected.error is not None)
         if self.observer is not None and before is not None:
             self.observer(call, expected.text, expected.value, before, self.snapshot())
-        if call.kind.publishes:  # the lockstep takes the target's events after the calls that publish any (R13)
+        if kind.publishes:  # the lockstep takes the target's events after the calls that publish any (R13)
             if self.events:
                 self._changes_since_take += 1
                 if self.take_every is not None and self._changes_since_take >= self.take_every:

@@ -12,8 +12,9 @@ timer rings (``_ring``):
 
 So at every moment of a timed run a ring is due at or before its deadline, and a run that hangs is
 interrupted at its deadline, as with a timer of its own.  A forked child starts with no ring due (a timer is
-not inherited); a ring long overdue (a handler put in ours' place, or a target that blocked the signal) is
-taken as lost: the next run sets the timer again.  Only the main
+not inherited); a run that finds another handler in ours' place (a target's own) installs ours and sets the
+timer again, and a ring long overdue (a target that blocked the signal) is taken as lost: the next run sets
+it again.  Only the main
 thread is timed (signals reach only it); the caller checks that.
 """
 
@@ -31,6 +32,8 @@ from typing import Protocol, cast
 _installed_handler = cast(Callable[[int], object], getattr(importlib.import_module("_signal"), "getsignal"))
 """The handler installed for a signal, as the C module reads it: ``signal.getsignal`` turns it into an enum where
 it can, by raising and catching a ValueError for a function, a fifth of a guarded call's time (cProfile)."""
+
+_SIGALRM = int(signal.SIGALRM)  # read once: the enum's attribute costs more than the C call that takes it
 
 SHORTEST = 1e-4
 """Seconds: the shortest time the timer is set for (zero would turn it off)."""
@@ -69,7 +72,7 @@ def start(guard: Timed, limit: float) -> None:
     _State.run, _State.started, _State.limit = guard, now, limit
     deadline = now + limit
     due = _State.due
-    if due > deadline or now > due + OVERDUE:
+    if due > deadline or now > due + OVERDUE or _installed_handler(_SIGALRM) is not _ring:
         _set(limit, now)
 
 
