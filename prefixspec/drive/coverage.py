@@ -159,7 +159,9 @@ class Coverage:
     def note_values(self, call: Call) -> None:
         for param, value in zip(call.kind.params, call.args):
             if param.kind in ("tokens", "blocks") and isinstance(value, tuple) and value:
-                self.note_extremes("token" if param.kind == "tokens" else "block id", max(value))
+                largest = max(value)
+                if largest >= 2**16:  # below it no extreme is reached (the least is 2^16): nearly every call, at once
+                    self.note_extremes("token" if param.kind == "tokens" else "block id", largest)
 
     def note_extremes(self, what: str, largest: int) -> None:
         if largest >= 2**16:

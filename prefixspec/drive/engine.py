@@ -25,13 +25,11 @@ import random
 from dataclasses import dataclass, field
 from typing import cast
 
-from spec.api import BlockId, Namespace, NodeId, PrefixCache, PrefixMatch, Snapshot, TakesNamespaces
+from spec.api import BlockId, Namespace, NodeId, PrefixCache, PrefixMatch, TakesNamespaces
+from prefixspec.drive.conservation import EngineViolation as EngineViolation  # the engine's failures: re-exported
+from prefixspec.drive.conservation import KeptCheck, Key, cached_block_by_prefix as cached_block_by_prefix, check_from_scratch, copies_by_prefix
 
 DRAIN_ALL = 10**9
-
-
-class EngineViolation(AssertionError):
-    """A guarantee the engine relies on was broken by the cache."""
 
 
 @dataclass(frozen=True)
@@ -119,30 +117,6 @@ class PromptSource:
         return prompt
 
 
-def cached_block_by_prefix(snapshot: Snapshot) -> dict[tuple[Namespace, tuple[int, ...]], BlockId]:
-    """Every cached whole-block prefix, with its namespace (R12), and its last block's id, read off a snapshot."""
-    size = snapshot.block_size
-    found: dict[tuple[Namespace, tuple[int, ...]], BlockId] = {}
-    for view in snapshot.nodes:
-        end = len(view.prefix)
-        start = end - len(view.blocks) * size
-        for index, block in enumerate(view.blocks):
-            found[(view.namespace, view.prefix[: start + (index + 1) * size])] = block
-    return found
-
-
-def copies_by_prefix(snapshot: Snapshot) -> dict[tuple[Namespace, tuple[int, ...]], tuple[BlockId, ...]]:
-    """R5 ``dup=keep``: the further copies cached at each whole-block prefix that holds any, read off a snapshot."""
-    size = snapshot.block_size
-    found: dict[tuple[Namespace, tuple[int, ...]], tuple[BlockId, ...]] = {}
-    for view in snapshot.nodes:
-        start = len(view.prefix) - len(view.blocks) * size
-        for index, copies in enumerate(view.copies):
-            if copies:
-                found[(view.namespace, view.prefix[: start + (index + 1) * size])] = copies
-    return found
-
-
 @dataclass
 class Engine:
     """The block manager over ``cache``; call ``step(rng)`` repeatedly, then ``drain()``."""
@@ -158,6 +132,7 @@ class Engine:
 
     def __post_init__(self) -> None:
         self.free = list(range(self.workload.pool_size))
+        self.kept = KeptCheck(self.workload.pool_size)
         self.prompts = PromptSource(self.workload, self.prompt_seed)
 
     # The engine's actions ------------------------------------------------------------
@@ -212,6 +187,7 @@ class Engine:
         del self.free[:wanted]
         request = Request(prompt, found.node, list(found.blocks) + own, own, len(found.blocks), namespace=namespace)
         self.running.append(request)
+        self.kept.moved(request)
         self.counts.admitted += 1
         return "admit"
 
@@ -238,6 +214,7 @@ class Engine:
         request.node = inserted.node
         request.locked_blocks = whole
         request.prefilled = True
+        self.kept.moved(request)
         if whole:
             self.check_longest_match(request, inserted.node, inserted.duplicates)
         self.counts.prefilled += 1
@@ -253,7 +230,7 @@ class Engine:
                 f"right after inserting {whole * size} tokens a match covered {found.matched_tokens}"
                 f"{'' if found.node == node else ' and ended at another node'}"
             )
-        copies: dict[tuple[Namespace, tuple[int, ...]], tuple[BlockId, ...]] | None = None
+        copies: dict[Key, tuple[BlockId, ...]] | None = None
         for position, block in enumerate(request.table[:whole]):
             if block not in duplicates and found.blocks[position] != block:
                 if copies is None:  # a cache that keeps copies (R5 dup=keep) matches the first; the request's is another
@@ -262,11 +239,13 @@ class Engine:
                     continue
                 raise EngineViolation(f"block {position} was inserted as {block} but matches as {found.blocks[position]}")
         request.table[:whole] = found.blocks
+        self.kept.moved(request)
 
     def finish(self, request: Request) -> str:
         self.cache.unlock(request.node)
         self.free.extend(request.own)
         self.running.remove(request)
+        self.kept.moved(request)
         self.counts.finished += 1
         return "finish"
 
@@ -332,36 +311,12 @@ class Engine:
         return pinned
 
     def check(self) -> None:
-        """Conservation and lock safety, from the cache's snapshot."""
-        snapshot = self.cache.snapshot()
-        cached = cached_block_by_prefix(snapshot)
-        places: dict[BlockId, str] = {}
-        held = list(cached.values())
-        for copies in copies_by_prefix(snapshot).values():
-            held.extend(copies)
-        holders: list[tuple[str, list[BlockId]]] = [("the free list", self.free), ("the cache", held)]
-        for index, request in enumerate(self.running):
-            holders.append((f"running request {index}", request.own))
-        for where, blocks in holders:
-            for block in blocks:
-                if block in places:
-                    raise EngineViolation(f"block {block} is in both {places[block]} and {where}")
-                places[block] = where
-        lost = sorted(set(range(self.workload.pool_size)) - set(places))
-        if lost:
-            raise EngineViolation(f"blocks {lost} are nowhere: not free, not running, not cached")
-        strays = sorted(set(places) - set(range(self.workload.pool_size)))
-        if strays:
-            raise EngineViolation(f"blocks {strays} are not ids of the pool")
-        size = self.workload.block_size
-        for request in self.running:
-            for position in range(request.locked_blocks):
-                prefix = (request.namespace, request.prompt[: (position + 1) * size])
-                if cached.get(prefix) != request.table[position]:
-                    raise EngineViolation(
-                        f"a locked prefix lost block {position} (id {request.table[position]}): "
-                        f"the cache holds {cached.get(prefix)} there"
-                    )
+        """Conservation and lock safety, from the cache's snapshot, at a cost of what changed (``conservation.KeptCheck``)."""
+        self.kept.check(self.cache.snapshot(), self.free, self.running)
+
+    def check_from_scratch(self) -> None:
+        """``check``'s verdict, from the whole snapshot (``conservation.check_from_scratch``): the definition."""
+        check_from_scratch(self.cache.snapshot(), self.free, self.running, self.workload.pool_size)
 
 
 def run_engine(cache: PrefixCache, steps: int, seed: int, workload: Workload | None = None) -> Engine:

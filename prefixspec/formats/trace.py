@@ -26,31 +26,17 @@ import select
 import stat
 
 import dataclasses
-import math
-import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefixspec.errors import UsageError
+from prefixspec.formats.outcomes import FOREIGN as FOREIGN, PASSED_ON as PASSED_ON, UnresolvedHandle as UnresolvedHandle
+from prefixspec.formats.outcomes import CallRunner as CallRunner, Outcome as Outcome, outcome_text as outcome_text, same_outcome as same_outcome
 from prefixspec.formats.repeats import Step as Step  # re-exported: a trace is made of steps
 from prefixspec.formats.repeats import LARGEST_CALLS, LARGEST_REPEAT, POSITIONAL, PositionalNames, Repeat, Steps, clash, copy_name, latest_named, numbered
-from spec.api import RULE_PRESETS, CacheFactory, InvalidArgument, NodeId, PrefixCache, Rules, TargetFailure, checked_block_size, parse_rules
-from prefixspec.vocabulary import (
-    TAKE_EVENTS,
-    Call,
-    same_events,
-    TraceFormatError,
-    error_name,
-    invoke,
-    parse_call,
-    read_int,
-    render_result,
-    result_error,
-)
-
-FOREIGN = "foreign"
-"""The handle of a node of another cache (never named by a line of the trace)."""
+from spec.api import RULE_PRESETS, CacheFactory, InvalidArgument, PrefixCache, Rules, checked_block_size, parse_rules
+from prefixspec.vocabulary import TAKE_EVENTS, Call, TraceFormatError, parse_call, read_int
 
 FORMAT_VERSION = 1
 HEADER = f"prefixspec-trace {FORMAT_VERSION}"
@@ -58,10 +44,6 @@ FOLDED_VERSION = 2
 """Version 1 and repeat blocks (``prefixspec.formats.repeats``); a trace is written so only when it has one."""
 HEADER_FOLDED = f"prefixspec-trace {FOLDED_VERSION}"
 HEADERS = {HEADER: FORMAT_VERSION, HEADER_FOLDED: FOLDED_VERSION}
-
-
-class UnresolvedHandle(LookupError):
-    """A call names a handle whose call gave no node (it raised an error)."""
 
 
 @dataclass
@@ -335,133 +317,6 @@ def read_trace(path: str | Path) -> Trace:
         return parse_trace(decode_trace(data))
     except TraceFormatError as error:
         raise TraceFormatError(error.line, f"{path}: {str(error).partition(': ')[2]}") from None
-
-
-# Running --------------------------------------------------------------------------------
-
-PASSED_ON: tuple[type[BaseException], ...] = (KeyboardInterrupt, SystemExit, TargetFailure)
-"""What a call raises that is no outcome of the call: the user's Ctrl-C, an exit, a target that failed as a program.
-
-Every other exception, ``BaseException`` subclasses and ``GeneratorExit``
-included, is the call's outcome (``crash Type: message``), compared like any other.
-"""
-
-
-def outcome_text(error: BaseException) -> str:
-    """``error`` as a result writes it; a message that cannot even be made into text is named so."""
-    try:
-        return error_name(error)
-    except PASSED_ON:
-        raise
-    except BaseException as broken:  # an exception whose __str__ raises: its type still says what happened
-        return f"crash {type(error).__name__}: (its message raised {type(broken).__name__})"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one call did: its result as trace text, and the raw value or exception."""
-
-    text: str
-    value: object = None
-    error: BaseException | None = None
-
-
-class CallRunner:
-    """Runs calls on one cache, resolving handles to that cache's own NodeIds and naming the nodes it returns.
-
-    The handle ``foreign`` names a node of another cache, made by ``foreign``
-    (a factory of caches like this one): R6 makes it unknown here.
-    """
-
-    def __init__(self, cache: PrefixCache, foreign: CacheFactory | None = None) -> None:
-        self.cache = cache
-        self.foreign = foreign
-        self.node_by_name: dict[str, NodeId] = {"root": cache.root}
-        self.name_by_node: dict[Hashable, str] = {}
-
-    def name_of(self, node: NodeId) -> str | None:
-        """The first handle that returned ``node``; 'root' for the root."""
-        try:
-            if node == self.cache.root:
-                return "root"
-            return self.name_by_node.get(node)
-        except PASSED_ON:
-            raise
-        except BaseException:  # a node whose == or hash raises is no node any handle names
-            return None
-
-    def node_of(self, handle: str) -> NodeId:
-        if handle == FOREIGN and handle not in self.node_by_name:
-            self.node_by_name[FOREIGN] = self.foreign_node()
-        if handle not in self.node_by_name:
-            raise UnresolvedHandle(f"handle {handle} names no node: the call that named it raised an error")
-        return self.node_by_name[handle]
-
-    def foreign_node(self) -> NodeId:
-        """A node another cache of this block size returned (two blocks of zeros, ids 0 and 1)."""
-        if self.foreign is None:
-            raise UnresolvedHandle("the handle foreign needs a factory of caches to make another cache's node")
-        size = self.cache.block_size()
-        return self.foreign(size).insert([0] * (2 * size), [0, 1]).node
-
-    def run(self, call: Call) -> Outcome:
-        """Make ``call`` on the cache; any exception becomes the outcome, but those of ``PASSED_ON``, which escape."""
-        try:
-            value = invoke(self.cache, call, self.node_of)
-            text = render_result(call.kind, value, lambda node: self.written_node(node, call.name))
-        except PASSED_ON:
-            raise
-        except BaseException as error:  # the outcome of a call may be any error, GeneratorExit too; the caller compares it
-            return Outcome(outcome_text(error), None, error)
-        return Outcome(text, value)
-
-    def written_node(self, node: NodeId, name: str) -> str:
-        """A node as a result writes it (root, an earlier handle, or new); records it under ``name``."""
-        self.node_by_name[name] = node
-        known = self.name_of(node)
-        if known is not None:
-            return known
-        try:
-            self.name_by_node[node] = name
-        except TypeError:
-            return f"unhashable {type(node).__name__}"
-        return "new"
-
-
-EVENT_WORDS = ("none", "stored ", "removed ", "cleared")
-
-
-_ASCII_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
-_ASCII_INT = re.compile(r"-?[0-9]+")
-
-
-def same_outcome(expected: str, got: str) -> bool:
-    """Outcome texts agree; hit rates agree to 1e-12, so other languages' float printing passes.
-
-    An error agrees by its name, as in the line protocol: ``InvalidArgument``
-    and ``InvalidArgument block 10 is cached at another position`` are one
-    outcome (the message is the engine's own words).  Compared by type, as
-    live results are: a count is an int, so ``0.0``, ``1e-16`` or another
-    script's digits (``٠``) never equal ``0``; the tolerance applies only
-    where one side is a float written in ASCII digits.
-    """
-    if expected == got:
-        return True
-    expected_error, got_error = result_error(expected), result_error(got)
-    if expected_error is not None or got_error is not None:
-        return type(expected_error) is type(got_error)
-    if expected.startswith(EVENT_WORDS) and got.startswith(EVENT_WORDS):  # R13: the same events, however they are cut
-        return same_events(expected, got)
-    if len(expected) > 40 or len(got) > 40 or " " in expected or " " in got:
-        return False
-    if not (_ASCII_NUMBER.fullmatch(expected) and _ASCII_NUMBER.fullmatch(got)):
-        return False
-    if _ASCII_INT.fullmatch(got):
-        return False  # ``got`` (the spec's, or the live cache's) is a count: only its own digits equal it
-    try:
-        return math.isclose(float(expected), float(got), rel_tol=1e-12, abs_tol=1e-15)
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)

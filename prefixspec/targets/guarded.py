@@ -4,8 +4,8 @@
 target's, each call of the interface made through a ``Guard``:
 
 - **time limit**: a call (or the factory, or reading ``root``) that has not
-  returned after ``timeout`` seconds is interrupted by SIGALRM
-  (``signal.setitimer`` in the main thread) and raises ``TargetHung``, a
+  returned after ``timeout`` seconds is interrupted by SIGALRM (the timer of
+  ``alarm``, in the main thread) and raises ``TargetHung``, a
   ``TargetFailure``: the check stops with a report naming the call and the
   line it was stuck on, as it does for an engine that hangs.  Outside the main
   thread there is no limit (signals reach only the main thread), nor for code
@@ -26,9 +26,7 @@ neither is a call with an outcome to compare.
 from __future__ import annotations
 
 import functools
-import importlib
 import itertools
-import signal
 import sys
 import threading
 import traceback
@@ -39,6 +37,7 @@ from types import FrameType
 from typing import TypeVar, cast
 
 from spec.api import DIGEST_FEATURE, CacheFactory, NodeId, PrefixCache, Snapshot, TargetFailure
+from prefixspec.targets import alarm
 from prefixspec.targets.beacon import current
 from prefixspec.targets.interrupts import stop_requested
 from prefixspec.targets.plain import _Named, plain_data, plain_error, plain_result
@@ -46,10 +45,8 @@ from prefixspec.vocabulary import BY_METHOD, CALLS, FEATURES, CallThrough, Wrong
 
 Result = TypeVar("Result")
 
-_installed_handler = cast(Callable[[int], object], getattr(importlib.import_module("_signal"), "getsignal"))
-"""The handler installed for a signal, as the C module reads it: ``signal.getsignal`` turns it into an enum where
-it can, by raising and catching a ValueError for a bound method, a fifth of a guarded call's time (cProfile of
-the engine machine)."""
+Where = str | Callable[[], str]
+"""Where in the run a guarded run is, for reports: the text, or how to make it (made only when a report needs it)."""
 
 
 class TargetCrash(TargetFailure):
@@ -119,20 +116,20 @@ class Guard:
         self._what = ""
         self._reading = False
         """The call has returned and its answer is being read (``answer``): reports say so."""
-        self._where = ""
-        self._handler = self._ring  # one bound method, so `is` finds it installed
+        self._where: Where = ""
 
-    def failure(self, problem: str, where: str = "", kind: type[TargetCrash] = TargetCrash, deed: str = "") -> TargetCrash:
+    def failure(self, problem: str, where: Where = "", kind: type[TargetCrash] = TargetCrash, deed: str = "") -> TargetCrash:
         """The report of ``problem`` (a sentence after the target's name), and where in the run it happened."""
         report = f"prefixspec: the cache `{self.target}` {problem}."
-        if where:
-            report += f" It happened {where}."
+        place = where if isinstance(where, str) else where()
+        if place:
+            report += f" It happened {place}."
         return kind(report, problem, deed or problem)
 
     def run(
         self,
         what: str,
-        where: str,
+        where: Where,
         function: Callable[..., Result],
         *arguments: object,
         limit: bool = True,
@@ -144,7 +141,8 @@ class Guard:
         under the alarm), so that no code of the target's runs once the guard is
         off.  ``answer`` makes the result plain (``GuardedCache``), under the
         same guard and time limit: a report of what happens there says
-        ``what (reading its answer)``.
+        ``what (reading its answer)``.  ``where`` may be a function that says
+        it: it is called only for a report (or a supervisor's beacon).
         """
         if self._running:  # the target's code calling the checker back into its own guard: the outer run already guards it
             value = function(*arguments)
@@ -152,13 +150,15 @@ class Guard:
         self._running = True
         self._what, self._where, self._reading = what, where, False
         saved = sys.stdout
-        timed = False
+        timed = limit and self.timeout is not None
         beacon = current()  # a supervised run: the supervisor learns the call, and ends one that outlasts the alarm
         if beacon is not None:
-            beacon.enter(what, where, limit and self.timeout is not None)
+            beacon.enter(what, where if isinstance(where, str) else where(), timed)
         try:
             sys.stdout = sys.stderr  # the target's prints go to stderr: stdout carries the report
-            timed = limit and self._arm()
+            if timed and self.timeout is not None and threading.current_thread() is threading.main_thread():
+                self._armed = True  # signals reach the main thread alone: elsewhere there is no limit
+                alarm.start(self, self.timeout)
             try:
                 value = function(*arguments)
                 if answer is None:
@@ -170,7 +170,9 @@ class Guard:
             except BaseException as error:  # the call's outcome, made the checker's own while the alarm still runs
                 raise plain_error(error) from None
             finally:
-                self._armed = False  # from here on an alarm does nothing, even before the timer is disarmed
+                if self._armed:
+                    self._armed = False
+                    alarm.stop()  # from here on a ring does nothing, though the timer may still be set
         except (SystemExit, KeyboardInterrupt) as error:
             if isinstance(error, KeyboardInterrupt) and stop_requested():
                 raise  # the user's Ctrl-C: the command stops
@@ -178,26 +180,13 @@ class Guard:
             words = exit_words(error)
             raise self.failure(f"{words} in {self._doing()}{at}; a cache must not end the checker", where, deed=f"{words}{at}") from None
         finally:
-            if timed:
-                signal.setitimer(signal.ITIMER_REAL, 0)
             if beacon is not None:
                 beacon.leave()
             sys.stdout = saved
             self._running = False
 
-    def _arm(self) -> bool:
-        """Start the timer of one run; False where no timer can run (no limit, or not the main thread)."""
-        if self.timeout is None or threading.current_thread() is not threading.main_thread():
-            return False
-        if _installed_handler(signal.SIGALRM) is not self._handler:
-            # Left installed after the run: between runs it ignores the signal, and the next run needs it again.
-            signal.signal(signal.SIGALRM, self._handler)
-        self._armed = True
-        # Repeating: a target that swallows the first TargetHung (``except BaseException: pass``) is interrupted again.
-        signal.setitimer(signal.ITIMER_REAL, self.timeout, self.timeout)
-        return True
-
-    def _ring(self, signum: int, frame: FrameType | None) -> None:
+    def overran(self, frame: FrameType | None) -> None:
+        """The alarm's word that the run in progress is past ``timeout``: it raises ``TargetHung``, naming the line it was on."""
         if not self._armed:
             return
         stuck = "" if frame is None else f", stopped at {_place(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)}"
@@ -236,6 +225,9 @@ class UnhashableNode:
     def __repr__(self) -> str:
         return f"<unhashable node of type {type(self).__name__}>"
 
+
+_DOING = {kind.method: f"its {kind.method}()" for kind in CALLS}
+"""What a guarded call is doing, as reports say it."""
 
 TAKES_NODE = frozenset(kind.method for kind in CALLS if any(param.kind == "node" for param in kind.params))
 """The calls that pass a node back to the target (``lock``, ``unlock``): only theirs are unwrapped."""
@@ -311,16 +303,17 @@ class GuardedCache(CallThrough):
         return self.cache.root
 
     def block_size(self) -> int:
-        return cast(int, self.guard.run("its block_size()", self._where(), self._method, "block_size", (), answer=self._plain_size))
+        return cast(int, self.guard.run("its block_size()", self._where, self._method, "block_size", (), answer=self._plain_size))
+
+    def _after(self) -> str:
+        return f"after call {self.calls_made} to a cache of block size {self._block_size}"
 
     def snapshot(self) -> Snapshot:
-        where = f"after call {self.calls_made} to a cache of block size {self._block_size}"
-        return cast(Snapshot, self.guard.run("its snapshot()", where, self._method, "snapshot", (), answer=self._plain_snapshot))
+        return cast(Snapshot, self.guard.run("its snapshot()", self._after, self._method, "snapshot", (), answer=self._plain_snapshot))
 
     def snapshot_digest(self) -> int:
         """The target's snapshot digest, for a lockstep that compares by it (``spec.api.DIGEST_FEATURE``): a plain int."""
-        where = f"after call {self.calls_made} to a cache of block size {self._block_size}"
-        return cast(int, self.guard.run("its snapshot_digest()", where, self._method, "snapshot_digest", (), answer=self._plain_digest))
+        return cast(int, self.guard.run("its snapshot_digest()", self._after, self._method, "snapshot_digest", (), answer=self._plain_digest))
 
     @staticmethod
     def _plain_digest(value: object) -> object:
@@ -344,7 +337,7 @@ class GuardedCache(CallThrough):
         answer = self._answers.get(method)
         if answer is None:
             answer = self._answers[method] = functools.partial(plain_result, BY_METHOD[method], node=self.node)
-        return self.guard.run(f"its {method}()", self._where(), self._method, method, arguments, namespace, answer=answer)
+        return self.guard.run(_DOING[method], self._where, self._method, method, arguments, namespace, answer=answer)
 
     def _method(self, method: str, arguments: Sequence[object], namespace: object = None) -> object:
         function: Callable[..., object] = getattr(self.cache, method)  # inside the guard: reading it may run the target's code

@@ -20,17 +20,17 @@ from prefixspec.vocabulary.table import BY_METHOD, CALLS, TAKE_EVENTS, Arg, Call
 from prefixspec.vocabulary.words import Unwritable, namespace_of
 
 
+_SEQUENCES = ("tokens", "blocks")
+
+
 def invoke(cache: PrefixCache, call: Call, node_of: Callable[[str], NodeId]) -> object:
     """Make ``call`` on ``cache``, its handles turned into the cache's nodes by ``node_of``; its raw result."""
-    arguments: list[object] = []
-    for param, value in zip(call.kind.params, call.args):
-        if param.kind == "node":
-            arguments.append(node_of(cast(str, value)))
-        elif param.kind in ("tokens", "blocks"):
-            arguments.append(list(cast(tuple[int, ...], value)))
-        else:
-            arguments.append(value)
-    method: Callable[..., object] = getattr(cache, call.kind.method)
+    kind = call.kind
+    arguments = [
+        node_of(cast(str, value)) if param.kind == "node" else list(cast(tuple[int, ...], value)) if param.kind in _SEQUENCES else value
+        for param, value in zip(kind.params, call.args)
+    ]
+    method: Callable[..., object] = getattr(cache, kind.method)
     if call.namespace is not None:  # a cache without namespaces is called as before in the default one
         return method(*arguments, namespace=call.namespace)
     return method(*arguments)

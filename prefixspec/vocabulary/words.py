@@ -64,7 +64,7 @@ def namespace_of(value: object) -> Namespace:
 
 
 def render_ints(values: Sequence[int]) -> str:
-    return "[" + " ".join(str(value) for value in values) + "]"
+    return "[" + " ".join(map(str, values)) + "]"
 
 
 

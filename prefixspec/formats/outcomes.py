@@ -1,0 +1,221 @@
+"""Running calls on one cache, and their outcomes as the text of results: what a trace's replay and the lockstep share.
+
+``CallRunner`` makes a ``Call`` on one cache, its handles resolved to that cache's own nodes and the nodes it
+returns named; ``Outcome`` is what a call did, as result text; ``same_outcome`` is when two outcome texts agree.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Hashable
+from typing import cast
+
+from spec.api import CacheFactory, Inserted, NodeId, PrefixCache, PrefixMatch, TargetFailure
+from prefixspec.vocabulary import Call, CallKind, error_name, invoke, render_result, result_error, same_events
+
+FOREIGN = "foreign"
+"""The handle of a node of another cache (never named by a line of the trace)."""
+
+
+class UnresolvedHandle(LookupError):
+    """A call names a handle whose call gave no node (it raised an error)."""
+
+
+PASSED_ON: tuple[type[BaseException], ...] = (KeyboardInterrupt, SystemExit, TargetFailure)
+"""What a call raises that is no outcome of the call: the user's Ctrl-C, an exit, a target that failed as a program.
+
+Every other exception, ``BaseException`` subclasses and ``GeneratorExit``
+included, is the call's outcome (``crash Type: message``), compared like any other.
+"""
+
+
+def outcome_text(error: BaseException) -> str:
+    """``error`` as a result writes it; a message that cannot even be made into text is named so."""
+    try:
+        return error_name(error)
+    except PASSED_ON:
+        raise
+    except BaseException as broken:  # an exception whose __str__ raises: its type still says what happened
+        return f"crash {type(error).__name__}: (its message raised {type(broken).__name__})"
+
+
+class Outcome:
+    """What one call did: its result as trace text, and the raw value or exception.
+
+    A result of the interface's exact types (``plain_value``) may be made without its text (``CallRunner.run``
+    with ``text=False``): rendering it cannot fail, so it is rendered when ``text`` is first read, and
+    ``same_result`` compares such results by value.  ``node`` is the word its node is written as ("" for none).
+    """
+
+    __slots__ = ("_text", "value", "error", "kind", "node")
+
+    def __init__(self, text: str | None, value: object = None, error: BaseException | None = None, kind: CallKind | None = None, node: str = "") -> None:
+        self._text = text
+        self.value = value
+        self.error = error
+        self.kind = kind
+        self.node = node
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            assert self.kind is not None, "an outcome without its text has its call's kind"
+            self._text = render_result(self.kind, self.value, self._node_word)
+        return self._text
+
+    def _node_word(self, node: object) -> str:
+        return self.node
+
+    def __repr__(self) -> str:
+        return f"Outcome({self.text!r}, {self.value!r}, {self.error!r})"
+
+
+_INT: frozenset[type] = frozenset({int})
+
+
+def plain_value(kind: CallKind, value: object) -> bool:
+    """``value`` is a result of ``kind`` of the interface's exact types (ints, lists of ints, its dataclasses): one
+    ``render_result`` writes without a question, and whose equal is written alike."""
+    result = kind.result
+    if result == "match":
+        return (
+            type(value) is PrefixMatch
+            and type(value.matched_tokens) is int
+            and type(value.blocks) is list
+            and set(map(type, value.blocks)) <= _INT
+        )
+    if result == "inserted":
+        return type(value) is Inserted and type(value.duplicates) is list and set(map(type, value.duplicates)) <= _INT
+    if result == "ok":
+        return value is None
+    if result == "blocks":
+        return type(value) is list and set(map(type, value)) <= _INT
+    return result == "count" and type(value) is int
+
+
+def same_result(expected: Outcome, got: Outcome) -> bool:
+    """``same_outcome`` of the two texts, by value where both results are of the interface's exact types (equal
+    values of those types are written alike, their nodes by the words both outcomes hold)."""
+    kind = got.kind
+    if kind is not None and got.error is None and expected.error is None and plain_value(kind, expected.value) and plain_value(kind, got.value):
+        if expected.node == got.node and expected.value == got.value:
+            return True
+    return same_outcome(expected.text, got.text)
+
+
+class CallRunner:
+    """Runs calls on one cache, resolving handles to that cache's own NodeIds and naming the nodes it returns.
+
+    The handle ``foreign`` names a node of another cache, made by ``foreign``
+    (a factory of caches like this one): R6 makes it unknown here.
+    """
+
+    def __init__(self, cache: PrefixCache, foreign: CacheFactory | None = None) -> None:
+        self.cache = cache
+        self.foreign = foreign
+        self.root = cache.root
+        """Read once: a cache's root is one node for its life, and reading it may be a guarded run of the target's code."""
+        self.node_by_name: dict[str, NodeId] = {"root": self.root}
+        self.name_by_node: dict[Hashable, str] = {}
+
+    def name_of(self, node: NodeId) -> str | None:
+        """The first handle that returned ``node``; 'root' for the root."""
+        try:
+            if node == self.root:
+                return "root"
+            return self.name_by_node.get(node)
+        except PASSED_ON:
+            raise
+        except BaseException:  # a node whose == or hash raises is no node any handle names
+            return None
+
+    def node_of(self, handle: str) -> NodeId:
+        if handle == FOREIGN and handle not in self.node_by_name:
+            self.node_by_name[FOREIGN] = self.foreign_node()
+        if handle not in self.node_by_name:
+            raise UnresolvedHandle(f"handle {handle} names no node: the call that named it raised an error")
+        return self.node_by_name[handle]
+
+    def foreign_node(self) -> NodeId:
+        """A node another cache of this block size returned (two blocks of zeros, ids 0 and 1)."""
+        if self.foreign is None:
+            raise UnresolvedHandle("the handle foreign needs a factory of caches to make another cache's node")
+        size = self.cache.block_size()
+        return self.foreign(size).insert([0] * (2 * size), [0, 1]).node
+
+    def run(self, call: Call, *, text: bool = True) -> Outcome:
+        """Make ``call`` on the cache; any exception becomes the outcome, but those of ``PASSED_ON``, which escape.
+
+        ``text`` false: a result of the interface's exact types (``plain_value``) is rendered only when its
+        text is read (a lockstep compares it by value); its node is named now all the same.
+        """
+        kind = call.kind
+        try:
+            value = invoke(self.cache, call, self.node_of)
+            if plain_value(kind, value):  # its text cannot fail: made now, or when first read
+                node = self.written_node(cast(PrefixMatch | Inserted, value).node, call.name) if kind.names_node else ""
+                outcome = Outcome(None, value, None, kind, node)
+                if text:
+                    _ = outcome.text  # rendered now, as the caller asked
+                return outcome
+            words: list[str] = []
+
+            def node_text(node: NodeId) -> str:  # named once the rest of the result is known to be of its type
+                words.append(self.written_node(node, call.name))
+                return words[-1]
+
+            written = render_result(kind, value, node_text)
+        except PASSED_ON:
+            raise
+        except BaseException as error:  # the outcome of a call may be any error, GeneratorExit too; the caller compares it
+            return Outcome(outcome_text(error), None, error)
+        return Outcome(written, value, None, kind, words[-1] if words else "")
+
+    def written_node(self, node: NodeId, name: str) -> str:
+        """A node as a result writes it (root, an earlier handle, or new); records it under ``name``."""
+        self.node_by_name[name] = node
+        known = self.name_of(node)
+        if known is not None:
+            return known
+        try:
+            self.name_by_node[node] = name
+        except TypeError:
+            return f"unhashable {type(node).__name__}"
+        return "new"
+
+
+EVENT_WORDS = ("none", "stored ", "removed ", "cleared")
+
+
+_ASCII_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_ASCII_INT = re.compile(r"-?[0-9]+")
+
+
+def same_outcome(expected: str, got: str) -> bool:
+    """Outcome texts agree; hit rates agree to 1e-12, so other languages' float printing passes.
+
+    An error agrees by its name, as in the line protocol: ``InvalidArgument``
+    and ``InvalidArgument block 10 is cached at another position`` are one
+    outcome (the message is the engine's own words).  Compared by type, as
+    live results are: a count is an int, so ``0.0``, ``1e-16`` or another
+    script's digits (``٠``) never equal ``0``; the tolerance applies only
+    where one side is a float written in ASCII digits.
+    """
+    if expected == got:
+        return True
+    expected_error, got_error = result_error(expected), result_error(got)
+    if expected_error is not None or got_error is not None:
+        return type(expected_error) is type(got_error)
+    if expected.startswith(EVENT_WORDS) and got.startswith(EVENT_WORDS):  # R13: the same events, however they are cut
+        return same_events(expected, got)
+    if len(expected) > 40 or len(got) > 40 or " " in expected or " " in got:
+        return False
+    if not (_ASCII_NUMBER.fullmatch(expected) and _ASCII_NUMBER.fullmatch(got)):
+        return False
+    if _ASCII_INT.fullmatch(got):
+        return False  # ``got`` (the spec's, or the live cache's) is a count: only its own digits equal it
+    try:
+        return math.isclose(float(expected), float(got), rel_tol=1e-12, abs_tol=1e-15)
+    except ValueError:
+        return False

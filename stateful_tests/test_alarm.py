@@ -1,0 +1,88 @@
+"""The guards' shared timer (``targets.alarm``): a hang is still interrupted at its own run's limit, at few system calls.
+
+Counts, not clocks: how often ``signal.setitimer`` is called for thousands of guarded runs, and that a run that
+sleeps past its limit raises ``TargetHung`` naming its call (it would return normally, after its sleep, if no
+ring were due by its deadline).  The negative control forgets when the timer rings next after each run, as a
+timer per run would: the count of system calls grows with the runs.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from prefixspec.targets import alarm
+from prefixspec.targets.guarded import Guard, TargetHung
+
+RUNS = 5000
+
+
+@pytest.fixture
+def timer_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
+    """Every ``signal.setitimer`` the alarm makes, by its seconds; the alarm starts with no ring due."""
+    made: list[float] = []
+    real = signal.setitimer
+
+    def counted(which: int, seconds: float, interval: float = 0.0) -> tuple[float, float]:
+        made.append(seconds)
+        return real(which, seconds, interval)
+
+    monkeypatch.setattr(signal, "setitimer", counted)  # the module the alarm calls it from
+    monkeypatch.setattr(alarm._State, "due", math.inf)
+    yield made
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    alarm._State.due = math.inf
+
+
+def test_thousands_of_runs_set_the_timer_a_handful_of_times(timer_calls: list[float]) -> None:
+    guard = Guard("impl:RadixCache", 30.0)
+    for _ in range(RUNS):
+        assert guard.run("its stats()", "at a call", lambda: 7) == 7
+    assert 1 <= len(timer_calls) <= 3, timer_calls  # the first run sets it; a ring with no run in progress turns it off
+
+
+def test_negative_control_a_timer_per_run_is_counted(timer_calls: list[float], monkeypatch: pytest.MonkeyPatch) -> None:
+    real_stop = alarm.stop
+
+    def forgetful_stop() -> None:
+        real_stop()
+        alarm._State.due = math.inf  # as if each run disarmed its own timer: the next must set it again
+
+    monkeypatch.setattr(alarm, "stop", forgetful_stop)
+    guard = Guard("impl:RadixCache", 30.0)
+    for _ in range(RUNS):
+        guard.run("its stats()", "at a call", lambda: 7)
+    assert len(timer_calls) >= RUNS
+
+
+def test_a_hang_after_runs_of_a_longer_limit_is_interrupted_at_its_own(timer_calls: list[float]) -> None:
+    """A guard of 60 s runs first (its ring is due in a minute); a run of a 0.2 s guard that sleeps 30 s must
+    still be interrupted, and reported as that call, long before either."""
+    patient = Guard("impl:RadixCache", 60.0)
+    for _ in range(100):
+        patient.run("its stats()", "at a call", lambda: None)
+    hasty = Guard("impl:RadixCache", 0.2)
+    with pytest.raises(TargetHung, match=r"hangs: its match_prefix\(\) did not return within 0.2 s") as hung:
+        hasty.run("its match_prefix()", lambda: "at call 3 to a cache of block size 2", time.sleep, 30)
+    assert "It happened at call 3 to a cache of block size 2." in str(hung.value)
+    assert min(timer_calls) <= 0.2
+
+
+def test_a_hang_that_swallows_the_interruption_is_interrupted_again(timer_calls: list[float]) -> None:
+    swallowed = []
+
+    def stubborn() -> None:
+        for _ in range(3):
+            try:
+                time.sleep(30)
+            except TargetHung:
+                swallowed.append(1)
+        time.sleep(30)
+
+    with pytest.raises(TargetHung):
+        Guard("impl:RadixCache", 0.1).run("its evict()", "at a call", stubborn)
+    assert len(swallowed) == 3
