@@ -71,8 +71,13 @@ SHOWN_EVENTS = ("a namespace other than the default", "one prompt in two namespa
 """The coverage events of R12 and R13 that the salted check under its preset must reach, shown per stage."""
 
 
+PRESET_OF = {"lru": "sglang", "priority": "sglang"}
+"""The rule set a policy is checked under where it is not ``sglang-POLICY``: ``priority`` with every priority 0
+orders as ``lru`` (``adapter.priority``)."""
+
+
 def preset_of(policy: str) -> str:
-    return "sglang" if policy == "lru" else f"sglang-{policy}"
+    return PRESET_OF.get(policy, f"sglang-{policy}")
 
 
 @dataclass
@@ -262,9 +267,13 @@ def markdown(runs: list[PolicyRun], version: str, torch_version: str, total_seco
         "",
         "### Left out",
         "",
-        "- `priority` needs an argument of insert (the request's priority), which the interface does not have.",
-        "- `slru` and `tlru` take configuration (`protected_threshold`; TEL estimates); `tlru` also raises",
-        "  `AttributeError` on the plain `RadixCache` (its nodes lack the `_tlru_*` fields), so the server refuses it there.",
+        "- `priority` is checked with every insert at SGLang's default priority 0 (`radix_cache.py:713-715`): the",
+        "  interface's insert carries no priority, and the key `(priority, last_access_time)` (`evict_policy.py:41-46`)",
+        "  then orders as `lru`'s, so it runs under `sglang`. Other priorities are not drawn.",
+        "- `slru` is checked at its default `protected_threshold` 2 (`evict_policy.py:84-100`), `sglang-slru`; another",
+        "  threshold is the rule set `evict=slru:N`.",
+        "- `tlru` is not checked here: the plain `RadixCache` raises `AttributeError` in its first `evict` (its nodes lack",
+        "  the `_tlru_*` fields), the upstream report below.",
         "- The server's default cache in 0.5.23 is `UnifiedRadixCache` (a Rust tree core by default): its own section below.",
         "- `dynamo_kv_event_format` (the adapter's `dynamo_format=True`), which seeds the event hashes with the extra_key",
         "  too, is not checked here; its `BlockStored` still has no extra_key field.",

@@ -63,7 +63,20 @@ POLICY_NOTES: dict[str, str] = {
 CORE_SEQUENCES, CORE_CALLS = 100, 30
 """The cores side by side: seeded call sequences per policy, and calls in each."""
 
-POLICY_CONFIG: dict[str, dict[str, Any]] = {"tlru": {"threshold": 4096, "next_prompt_estimate": 512}}
+POLICY_CONFIG: dict[str, dict[str, Any]] = {"tlru": dict(unified.TLRU_CONFIG)}
+
+TIGHT_TLRU_CONFIG: dict[str, Any] = {"threshold": 4, "next_prompt_estimate": 1}
+"""A T-LRU budget the cores' short call sequences exceed (a node is TEL-safe only where the tokens cached above it
+reach ``L - 3``): under it the two cores' T-LRU bookkeeping (``_tlru_history_len``, its inheritance by a split)
+decides evictions, which under the documented configuration it never does for prompts this short."""
+
+
+def core_runs(policy: str) -> list[tuple[str, dict[str, Any] | None]]:
+    """(label, eviction_policy_config) of each side-by-side run of ``policy``: ``tlru`` also under ``TIGHT_TLRU_CONFIG``."""
+    runs: list[tuple[str, dict[str, Any] | None]] = [(policy, POLICY_CONFIG.get(policy))]
+    if policy == "tlru":
+        runs.append(("tlru threshold 4, estimate 1", TIGHT_TLRU_CONFIG))
+    return runs
 
 
 def preset_of(policy: str) -> str | None:
@@ -217,23 +230,28 @@ def cores_section(progress: bool = True, policies: list[str] | None = None) -> t
     rows: list[MatrixRow] = []
     problems: list[str] = []
     details: list[str] = []
-    for policy in [policy for policy in policies or unified.SERVER_POLICIES + unified.LIBRARY_POLICIES if policy in PRESET_CANDIDATES]:
+    chosen = [policy for policy in policies or unified.SERVER_POLICIES + unified.LIBRARY_POLICIES if policy in PRESET_CANDIDATES]
+    for policy, (label, config) in [(policy, run) for policy in chosen for run in core_runs(policy)]:
         began = time.perf_counter()
-        compared = compare_cores(policy, sequences=CORE_SEQUENCES, length=CORE_CALLS, policy_config=POLICY_CONFIG.get(policy))
+        compared = compare_cores(policy, sequences=CORE_SEQUENCES, length=CORE_CALLS, policy_config=config)
         seconds = time.perf_counter() - began
         verdict = "agree" if compared.difference is None else f"differ: {compared.difference}"
-        rows.append(MatrixRow(engine, f"rust vs python `{policy}`", "cores side by side", verdict, compared.calls, seconds))
+        rows.append(MatrixRow(engine, f"rust vs python `{label}`", "cores side by side", verdict, compared.calls, seconds))
         if progress:
-            print(f"  cores under {policy}: {verdict} ({compared.calls:,} calls, {seconds:.0f} s)", file=sys.stderr, flush=True)
+            print(f"  cores under {label}: {verdict} ({compared.calls:,} calls, {seconds:.0f} s)", file=sys.stderr, flush=True)
         if compared.difference is not None:
-            problems.append(f"UnifiedRadixCache cores under {policy}: {compared.difference}")
-            details += [f"Under `{policy}`: {compared.difference}:", "", "```", *compared.trace, "```", ""]
+            problems.append(f"UnifiedRadixCache cores under {label}: {compared.difference}")
+            details += [f"Under `{label}`: {compared.difference}:", "", "```", *compared.trace, "```", ""]
     prose = [
         f"`examples/sglang/cores.py`: {CORE_SEQUENCES} seeded call sequences of {CORE_CALLS} calls per policy (page sizes 1-3,",
         "a 3-token alphabet, ids from a pool of 12, namespaces), every call on a `UnifiedCache` of each core, compared call",
         "by call: the answer or the error's class (node handles by the call that first returned them), the counters, the",
         "nodes (as sets: the Rust core reports no order; its order shows in what `evict` frees) and the events taken.",
         "Differential testing of one engine's two implementations: it does not say either agrees with the spec.",
+        f"`tlru` runs twice: under the documented configuration `{POLICY_CONFIG['tlru']}`, and under",
+        f"`{TIGHT_TLRU_CONFIG}`, where prompts of a few tokens already exceed the budget, so that the cores'",
+        "T-LRU bookkeeping (`_tlru_history_len`, `_tlru_cached_prefix_len`, `unified_tree_core.py:191-210`, `:1477-1484`)",
+        "decides which leaf goes first.",
     ]
     if details:
         prose += ["", *details]
