@@ -42,21 +42,39 @@ PRESET_CANDIDATES: dict[str, tuple[str, ...]] = {
 
 POLICY_NOTES: dict[str, str] = {
     "priority": (
-        "`priority` ranks by `(node.priority, last_access_time)` (`mem_cache/evict_policy.py:41-46`); a priority comes "
-        "with an insert (`InsertParams.priority`), which the kit's interface does not carry, so every node has the "
-        "default 0 and the policy orders as `lru` does: checked under the lru rule set."
+        "`priority` (server) ranks by `(node.priority, last_access_time)` (`mem_cache/evict_policy.py:41-46`); a priority "
+        "comes with an insert (`InsertParams.priority`, taken as 0 when None, `unified_tree_core.py:1143-1147`), which the "
+        "kit's insert does not carry, so every node has priority 0 (a split's upper node copies it, `:1470`; the root's "
+        "`-sys.maxsize` is never evicted) and the key orders as `lru`'s: checked under `sglang`. Other priorities are not drawn."
     ),
     "tlru": (
-        "`tlru` is served only with `threshold > next_prompt_estimate` (`arg_groups/kv_cache_hook.py:375-391`); "
-        "checked with the documented example `{threshold: 4096, next_prompt_estimate: 512}` (tokens). A node is "
-        "TEL-safe, and ranked before every other (`evict_policy.py:68-81`), when the tokens cached above it reach "
-        "`max(L + 512 - 4096, 0)`: for conversations shorter than 3,584 tokens that bound is 0, every node is "
-        "TEL-safe and the order is `lru`'s, so it is checked under the lru rule set; the longer histories where "
-        "T-LRU differs are not drawn by the kit's machines."
+        "`tlru` (server) takes `threshold` and `next_prompt_estimate`; the server refuses it unless `threshold > "
+        "next_prompt_estimate` (`arg_groups/kv_cache_hook.py:375-391`), and checked here with the example its help gives, "
+        "`{threshold: 4096, next_prompt_estimate: 512}` (`arg_groups/fields/memory.py:53-55`). `TLRUStrategy.get_priority` "
+        "(`evict_policy.py:69-81`) ranks a node `(-1, last_access_time)` when it is TEL-safe, when the tokens cached above it "
+        "(`_tlru_cached_prefix_len - len(key)`, never below 0) reach `max(L + 512 - 4096, 0)`, L its branch's high-water "
+        "depth (`unified_tree_core.py:191-210`), else `(0, last_access_time)`; the Rust core is given the same budget, "
+        "`threshold - next_prompt_estimate` (`rust_tree_core/adapter.py:413-420`). For every branch of at most 3,584 tokens "
+        "the bound is 0, every node is TEL-safe, and the key orders as `lru`'s: so `tlru` is checked under `sglang`. The "
+        "kit's longer branches are the long node's (2^16 tokens and more, `prefixspec/drive/long_node.py`), where neither "
+        "leaf is TEL-safe (each leaf's own tokens, 4,096 or more, exceed the 3,584 the budget spares), so again `lru`'s order. A budget the "
+        "kit's prompts exceed (a small threshold) makes T-LRU a rule of its own, which the spec does not state (R8); the two "
+        "cores are compared under one (`threshold 4, estimate 1`, below)."
     ),
     "slru": (
-        "`slru` ranks `(hit_count >= protected_threshold, last_access_time)` (`evict_policy.py:84-100`) with the "
-        "server's default threshold 2."
+        "`slru` (server) ranks `(hit_count >= protected_threshold, last_access_time)` (`evict_policy.py:84-100`) at the "
+        "server's default threshold 2, `sglang-slru`; a split's upper node copies the hits (`unified_tree_core.py:1474`) as "
+        "R8's `slru:N` says."
+    ),
+    "lfu": "`lfu` (server): `(hit_count, last_access_time)` (`evict_policy.py:21-23`), `sglang-lfu`.",
+    "fifo": (
+        "`fifo` (library only: not among the server's choices, `arg_groups/choices.py:190`): creation time, "
+        "`sglang-unified-fifo`, R4's `split=inherit` (`unified_tree_core.py:1476`)."
+    ),
+    "filo": "`filo` (library only): the newest creation first, `sglang-unified-filo` (R4 `split=inherit`).",
+    "mru": (
+        "`mru` (library only): the newest last use first, `sglang-mru` (it reads no creation time, so R4's split stamp "
+        "does not show)."
     ),
 }
 
@@ -129,8 +147,6 @@ def unified_section(
     rows: list[MatrixRow] = []
     problems: list[str] = []
     details: list[str] = []
-    started = time.perf_counter()
-
     def say(text: str) -> None:
         if progress:
             print(f"  unified {text}", flush=True, file=sys.stderr)
@@ -156,13 +172,14 @@ def unified_section(
                 if calls:
                     details += [f"`{core}_{policy}` under `{preset}`, {calls} calls ({rule}):", "", "```", text, "```", ""]
         if done_so_far is not None:
-            done_so_far(EngineSection(title, tuple(rows), prose_of(sglang, chosen_policies, rust_reason, details, time.perf_counter() - started)), problems)
-    return EngineSection(title, tuple(rows), prose_of(sglang, chosen_policies, rust_reason, details, time.perf_counter() - started)), problems
+            done_so_far(EngineSection(title, tuple(rows), prose_of(sglang, chosen_policies, rust_reason, details)), problems)
+    return EngineSection(title, tuple(rows), prose_of(sglang, chosen_policies, rust_reason, details)), problems
 
 
-def prose_of(sglang: Any, chosen_policies: list[str], rust_reason: str | None, details: list[str], seconds: float) -> str:
+def prose_of(sglang: Any, chosen_policies: list[str], rust_reason: str | None, details: list[str]) -> str:
     prose = [
-        f"SGLang {sglang.version}, torch {sglang.torch_version}, CPU; this section took {seconds:.0f} s.",
+        f"SGLang {sglang.version}, torch {sglang.torch_version}, CPU; each check the `ci` profile, `-j 1`, in the process of",
+        "`make engines` (its seconds are in the matrix, the machine's load beside each part's time at the end of the page).",
         "",
         "The class SGLang's server builds by default (`mem_cache/registry.py`, `default_radix_cache_factory` returns",
         "`create_unified_radix_cache`), built directly: `UnifiedRadixCache(CacheInitParams(tree_components=(FULL,),",
@@ -178,11 +195,10 @@ def prose_of(sglang: Any, chosen_policies: list[str], rust_reason: str | None, d
         "cascade of failures (or, were it pyo3's `PanicException`, a crash of the kit).",
         "",
     ]
-    for policy in chosen_policies:
+    for policy in chosen_policies:  # a paragraph each: the page keeps each once when it merges narrowed parts
         if policy in POLICY_NOTES:
-            prose += [f"- {POLICY_NOTES[policy]}"]
+            prose += [f"- {POLICY_NOTES[policy]}", ""]
     prose += [
-        "",
         "Both TreeCores and all eight policies build and run on CPU here (torch 2.13.0 is inside the Rust core's",
         "supported range, `tree_core_registry.py:58-67`; the allocator's device is `cpu`, line 69). Not checked, because",
         "the kit's interface has no counterpart, not because of the CPU: the SWA and Mamba components (they need a",
