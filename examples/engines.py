@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         from examples.sglang.engines import radix_section
         from examples.sglang.adapter import POLICIES
 
-        policies = [policy for policy in arguments.policy or POLICIES if policy in POLICIES]
+        policies = [policy for policy in arguments.policy or [*POLICIES, "tlru"] if policy in (*POLICIES, "tlru")]  # tlru: a row that says why not
         if policies:
             say("SGLang RadixCache ...")
             section, unmet = radix_section(out / "radix", True, policies)

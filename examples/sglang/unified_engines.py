@@ -104,7 +104,8 @@ def preset_of(policy: str) -> str | None:
     return None
 
 
-def run_one(policy: str, core: unified.Core, preset: str, out: Path, progress: bool = False) -> tuple[CheckReport, float]:
+def run_one(policy: str, core: unified.Core, preset: str, out: Path, progress: bool = False) -> tuple[CheckReport, float, float]:
+    """The ci check of ``core_policy`` under ``preset`` in this process (``-j 1``): its report, wall and CPU seconds."""
     name = f"examples.sglang.unified:{core}_{policy}"
     factory = getattr(unified, f"{core}_{policy}")
     plan = replace(
@@ -114,9 +115,9 @@ def run_one(policy: str, core: unified.Core, preset: str, out: Path, progress: b
         out_dir=out / f"{core}_{policy}" / preset,
         replay_target=f"--target {name} --rules {preset} --timeout 600",  # the first call imports SGLang (one to several minutes on a loaded machine)
     )
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     report = run_check(factory, target_name=name, plan=plan)
-    return report, time.perf_counter() - started
+    return report, time.perf_counter() - started, time.process_time() - cpu
 
 
 def verdict_of(report: CheckReport) -> str:
@@ -162,10 +163,10 @@ def unified_section(
                 rows.append(MatrixRow(engine, label, "-", "not run: no rule set of the spec describes it", 0, 0.0))
                 continue
             say(f"{core}_{policy} under {preset} ...")
-            report, seconds = run_one(policy, core, preset, out, progress)
+            report, seconds, cpu = run_one(policy, core, preset, out, progress)
             verdict = verdict_of(report)
-            rows.append(MatrixRow(engine, label, preset, verdict, calls_of(report), seconds))
-            say(f"{core}_{policy}: {verdict} ({calls_of(report):,} calls, {seconds:.0f} s, {report.rules.name})")
+            rows.append(MatrixRow(engine, label, preset, verdict, calls_of(report), seconds, cpu))
+            say(f"{core}_{policy}: {verdict} ({calls_of(report):,} calls, {seconds:.0f} s, {cpu:.0f} CPU s, {report.rules.name})")
             if not report.passed:
                 problems.append(f"UnifiedRadixCache {core}_{policy} under {preset}: {verdict}")
                 calls, rule, text = shortest_stage(report)
@@ -248,11 +249,11 @@ def cores_section(progress: bool = True, policies: list[str] | None = None) -> t
     details: list[str] = []
     chosen = [policy for policy in policies or unified.SERVER_POLICIES + unified.LIBRARY_POLICIES if policy in PRESET_CANDIDATES]
     for policy, (label, config) in [(policy, run) for policy in chosen for run in core_runs(policy)]:
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         compared = compare_cores(policy, sequences=CORE_SEQUENCES, length=CORE_CALLS, policy_config=config)
         seconds = time.perf_counter() - began
         verdict = "agree" if compared.difference is None else f"differ: {compared.difference}"
-        rows.append(MatrixRow(engine, f"rust vs python `{label}`", "cores side by side", verdict, compared.calls, seconds))
+        rows.append(MatrixRow(engine, f"rust vs python `{label}`", "cores side by side", verdict, compared.calls, seconds, time.process_time() - cpu))
         if progress:
             print(f"  cores under {label}: {verdict} ({compared.calls:,} calls, {seconds:.0f} s)", file=sys.stderr, flush=True)
         if compared.difference is not None:
