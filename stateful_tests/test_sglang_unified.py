@@ -86,6 +86,12 @@ class FakeTree:
             paths.append(tuple(infos))
         return tuple(paths)
 
+    def collect_full_device_indices(self, node: int, until: int) -> Values:
+        """The slots from ``until`` (exclusive) down to ``node``, root first."""
+        chain = self.chain(node)
+        below = chain[chain.index(until) + 1 :] if until in chain else chain
+        return Values(slot for step in below for slot in self.nodes[step][2])
+
     def walk_for_kv_canary(self, unlocked_only: bool, swa_resident_only: bool) -> Walk:
         slots, previous = Values(), Values()
         for node, (parent, _tokens, own) in self.nodes.items():

@@ -305,34 +305,27 @@ class UnifiedCache(SglangCache):
         """The Rust core's nodes, rebuilt from what its binding offers: ``walk_for_kv_canary`` lists every cached
         KV slot with the slot before it (so the tips of the tree), each tip's block was placed by one insert at a
         known token prefix (``placed``), ``match_full_device_prefix`` of that prefix names the tip's node (a
-        read-only walk), and ``collect_path_info`` gives each node on its path with its span.  Own locks: the
-        receipts the adapter holds on a node, where the canary walk of unlocked slots agrees the node is pinned;
-        a node it shows pinned that no receipt at or below pins counts one lock the adapter never took.
+        read-only walk), ``collect_path_info`` gives each node on its path with its span, and
+        ``collect_full_device_indices`` the KV slots of the part of the path no earlier tip's path covered.  Own
+        locks: the receipts the adapter holds on a node, where the canary walk of unlocked slots agrees the node
+        is pinned; a node it shows pinned that no receipt at or below pins counts one lock the adapter never took.
 
         The node a tip's block names is remembered (``tip_nodes``) and asked again only when the block was placed
-        anew or the core no longer shows that node ending at that slot: the core's own path info and slots decide
-        every snapshot, the memory only spares the match of each tip's prefix."""
+        anew, or when the core does not show that node ending at the tip's slot and prefix: then every tip is
+        matched again.  The core's own path info and slots decide every snapshot; the memory spares only the
+        match of each tip's prefix."""
         every = self.guarded("walk_for_kv_canary", self.tree.walk_for_kv_canary, False, False)
         unlocked = self.guarded("walk_for_kv_canary", self.tree.walk_for_kv_canary, True, False)
-        slots: list[int] = every.slot_indices.tolist()
         previous = set(every.prev_slot_indices.tolist())
         free_slots = set(unlocked.slot_indices.tolist())
-        tips = [slot for slot in slots if slot not in previous]
-        ends, paths = self.tip_paths(tips)  # (tip node, namespace, its whole prefix), (its path, its pages' first slots)
-        records: dict[int, tuple[Any, tuple[int, ...], NodeView]] = {}
-        last_slot: dict[int, int] = {}  # a slot of each node's last page, to read the canary walk's pins by
-        parents: dict[int, int] = {}
-        size = self.size
-        for (_tip, namespace, prefix), (path, firsts) in zip(ends, paths):
-            blocks_along = firsts if size == 1 else list(map(size.__rfloordiv__, firsts))
-            for info in path:
-                node_id = int(info.node_id)
-                if node_id in records:
-                    continue
-                start, end = int(info.path_start) // size, int(info.path_end) // size
-                records[node_id] = (None, prefix[: end * size], NodeView(prefix[: end * size], tuple(blocks_along[start:end]), 0, namespace))
-                last_slot[node_id] = firsts[end - 1]
-                parents[node_id] = int(info.parent_id)
+        tips = [slot for slot in every.slot_indices.tolist() if slot not in previous]
+        for remembered in (True, False):
+            built = self.nodes_along(tips, remembered)
+            if built is not None:
+                records, last_slot, parents = built
+                break
+        else:
+            raise RuntimeError("SGLang's Rust core names, for a tip's prefix, a node whose path does not end at the tip's KV slot")
         held_below = dict.fromkeys(records, 0)  # receipts at or below each node
         for node_id, receipts in self.receipts.items():
             at: int | None = node_id
@@ -345,6 +338,46 @@ class UnifiedCache(SglangCache):
             own = len(self.receipts.get(node_id, ())) if held_below[node_id] else 1
             records[node_id] = (priority, prefix, NodeView(view.prefix, view.blocks, own, view.namespace))
         return list(records.values())
+
+    def nodes_along(
+        self, tips: list[int], remembered: bool
+    ) -> tuple[dict[int, tuple[Any, tuple[int, ...], NodeView]], dict[int, int], dict[int, int]] | None:
+        """The nodes on the paths to ``tips`` (each with no locks yet), a slot of each node's last page, and each
+        node's parent; None when a tip's node (remembered, or matched) does not end at the tip's slot and prefix,
+        or is no longer in the core."""
+        ends = [self.tip_node(tip, remembered) for tip in tips]  # (tip node, namespace, its whole prefix)
+        if not ends:
+            return {}, {}, {}
+        try:
+            paths = self.guarded("collect_path_info", self.tree.collect_path_info, [node for node, _, _ in ends])
+        except KeyError:
+            return None
+        records: dict[int, tuple[Any, tuple[int, ...], NodeView]] = {}
+        last_slot: dict[int, int] = {}
+        parents: dict[int, int] = {}
+        size = self.size
+        for tip, (node, namespace, prefix), path in zip(tips, ends, paths):
+            if not path or int(path[-1].node_id) != node or int(path[-1].path_end) != len(prefix):
+                return None
+            known = len(path)  # the path's nodes below the last one an earlier tip's path recorded: root first
+            while known and int(path[known - 1].node_id) not in records:
+                known -= 1
+            if known == len(path):  # a tip's node an earlier tip's path holds: no leaf
+                return None
+            until = int(path[known - 1].node_id) if known else self.root_id
+            offset = int(path[known].path_start)
+            slots: list[int] = self.guarded("collect_full_device_indices", self.tree.collect_full_device_indices, node, until).tolist()
+            if len(slots) != len(prefix) - offset or not slots or slots[-1] != tip:
+                return None
+            firsts = slots[::size]  # each page's first slot, from ``offset`` on
+            blocks_along = firsts if size == 1 else list(map(size.__rfloordiv__, firsts))
+            for info in path[known:]:
+                node_id = int(info.node_id)
+                start, end = (int(info.path_start) - offset) // size, (int(info.path_end) - offset) // size
+                records[node_id] = (None, prefix[: int(info.path_end)], NodeView(prefix[: int(info.path_end)], tuple(blocks_along[start:end]), 0, namespace))
+                last_slot[node_id] = firsts[end - 1]
+                parents[node_id] = int(info.parent_id)
+        return records, last_slot, parents
 
     def tip_node(self, tip: int, remembered: bool = True) -> tuple[int, Any, tuple[int, ...]]:
         """(node, namespace, prefix) of the tip whose last KV slot is ``tip``: the node remembered for the insert
@@ -364,32 +397,6 @@ class UnifiedCache(SglangCache):
             raise RuntimeError(f"SGLang's Rust core holds block {block} but matches {int(matched)} of its {len(prefix)} tokens")
         self.tip_nodes[block] = (place, int(node))
         return (int(node), namespace, prefix)
-
-    def tip_paths(self, tips: list[int]) -> tuple[list[tuple[int, Any, tuple[int, ...]]], list[tuple[Any, list[int]]]]:
-        """Each tip's (node, namespace, prefix), and its node's path (``collect_path_info``) with the first KV slot
-        of each page along it.  A remembered node the core no longer resolves, or that does not end at its tip's
-        slot and prefix, sends every tip to its match again; a node a match named that does so is an error."""
-        for remembered in (True, False):
-            ends = [self.tip_node(tip, remembered) for tip in tips]
-            if not ends:
-                return ends, []
-            try:
-                paths = self.guarded("collect_path_info", self.tree.collect_path_info, [node for node, _, _ in ends])
-            except KeyError:
-                continue
-            found: list[tuple[Any, list[int]]] = []
-            for tip, (node, _namespace, prefix), path in zip(tips, ends, paths):
-                slots = self.path_slots(node)
-                if not path or int(path[-1].path_end) != len(prefix) or len(slots) != len(prefix) or slots[-1] != tip:
-                    break
-                found.append((path, slots[:: self.size]))
-            else:
-                return ends, found
-        raise RuntimeError("SGLang's Rust core names, for a tip's prefix, a node whose path does not end at the tip's KV slot")
-
-    def path_slots(self, node: int) -> list[int]:
-        slots: list[int] = self.guarded("path_device_indices", self.cache.path_device_indices, node).tolist()
-        return slots
 
     def snapshot(self) -> Snapshot:
         records = self.node_records()
