@@ -195,6 +195,13 @@ def prose_of(sglang: Any, chosen_policies: list[str], rust_reason: str | None, d
         "`RustPanic`, and the adapter refuses every later call, so a check reports the first panic instead of a",
         "cascade of failures (or, were it pyo3's `PanicException`, a crash of the kit).",
         "",
+        "A block the tree holds, handed back at its own position after a differing id (R5), is a case SGLang's scheduler",
+        "never makes (`InsertParams.prev_prefix_len` is one length, a leading run, `unified_radix_cache.py:1184`); the",
+        "adapter passes every id, and the cache keeps its own. The call machine draws it (`insert_over_cached` with",
+        "`MIXED_PASSED_BACK`, `prefixspec/drive/draws.py:101-106`) and a `ci` check must reach it (the coverage event",
+        "\"insert: a cached id at its own position after a differing one\", `prefixspec/drive/coverage.py:75`): every",
+        "PASSED row reached it.",
+        "",
     ]
     for policy in chosen_policies:  # a paragraph each: the page keeps each once when it merges narrowed parts
         if policy in POLICY_NOTES:
