@@ -210,9 +210,9 @@ def rows_of(runs: list[PolicyRun], version: str) -> tuple[MatrixRow, ...]:
     return tuple(rows)
 
 
-def markdown(runs: list[PolicyRun], version: str, torch_version: str, total_seconds: float) -> str:
+def markdown(runs: list[PolicyRun], version: str, torch_version: str) -> str:
     lines = [
-        f"SGLang {version}, torch {torch_version}, CPU; this section's checks took {total_seconds:.0f} s.",
+        f"SGLang {version}, torch {torch_version}, CPU; each check the `ci` profile, `-j 1`, in the process of `make engines`.",
         "",
         "The adapter is `examples/sglang/adapter.py` (it translates pages, tokens, locks, namespaces and events; it fixes",
         "no behaviour). Each policy has two factories: `POLICY` puts a namespace (R12) in SGLang's `RadixKey.extra_key`,",
@@ -268,9 +268,13 @@ def markdown(runs: list[PolicyRun], version: str, torch_version: str, total_seco
         assert run.preset is not None
         counts = shown_counts(run.preset)
         lines.append(f"| {run.policy} | " + " | ".join(counted(counts[event]) for event in SHOWN_EVENTS) + " |")
-    lines += [
-        "",
-        "### Left out",
+    lines += ["", LEFT_OUT, ""]
+    return "\n".join(lines)
+
+
+LEFT_OUT = "\n".join(
+    [
+        "### Policies and what is left out",
         "",
         "- `priority` is checked with every insert at SGLang's default priority 0 (`radix_cache.py:713-715`): the",
         "  interface's insert carries no priority, and the key `(priority, last_access_time)` (`evict_policy.py:41-46`)",
@@ -279,12 +283,13 @@ def markdown(runs: list[PolicyRun], version: str, torch_version: str, total_seco
         "  threshold is the rule set `evict=slru:N`.",
         "- `tlru` is not checked here: the plain `RadixCache` raises `AttributeError` in its first `evict` (its nodes lack",
         "  the `_tlru_*` fields), the upstream report below.",
+        "- `fifo`, `mru` and `filo` are library only (not among the server's choices, `arg_groups/choices.py:190`).",
         "- The server's default cache in 0.5.23 is `UnifiedRadixCache` (a Rust tree core by default): its own section below.",
         "- `dynamo_kv_event_format` (the adapter's `dynamo_format=True`), which seeds the event hashes with the extra_key",
         "  too, is not checked here; its `BlockStored` still has no extra_key field.",
-        "",
     ]
-    return "\n".join(lines)
+)
+"""What the section says of every policy, whichever a run covered (narrowed parts share it, and the page keeps it once)."""
 
 
 def radix_section(out: Path, progress: bool = True, policies: list[str] | None = None, extra_key_lru_only: bool = False) -> tuple[EngineSection, list[str]]:
@@ -293,14 +298,13 @@ def radix_section(out: Path, progress: bool = True, policies: list[str] | None =
     title = "SGLang `RadixCache`"
     if sglang is None:
         return EngineSection(title, (), "Not run: SGLang cannot be imported here (`make engines` installs it into `.venv-bench`)."), ["SGLang cannot be imported"]
-    started = time.perf_counter()
     chosen = policies or [*adapter.POLICIES, "tlru"]
     runs = [
         run_policy(policy, out, progress=progress, extra_key=not extra_key_lru_only or policy == "lru")
         for policy in chosen
         if policy in adapter.POLICIES
     ]
-    prose = markdown(runs, sglang.version, sglang.torch_version, time.perf_counter() - started)
+    prose = markdown(runs, sglang.version, sglang.torch_version) if runs else LEFT_OUT
     problems = [f"RadixCache {run.policy}: {problem}" for run in runs for problem in run.problems]
     rows = rows_of(runs, sglang.version)
     if "tlru" in chosen:  # no check can run: its first evict raises (the upstream report replays it)
