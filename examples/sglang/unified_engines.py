@@ -58,8 +58,9 @@ POLICY_NOTES: dict[str, str] = {
         "the bound is 0, every node is TEL-safe, and the key orders as `lru`'s: so `tlru` is checked under `sglang`. The "
         "kit's longer branches are the long node's (2^16 tokens and more, `prefixspec/drive/long_node.py`), where neither "
         "leaf is TEL-safe (each leaf's own tokens, 4,096 or more, exceed the 3,584 the budget spares), so again `lru`'s order. A budget the "
-        "kit's prompts exceed (a small threshold) makes T-LRU a rule of its own, which the spec does not state (R8); the two "
-        "cores are compared under one (`threshold 4, estimate 1`, below)."
+        "kit's prompts exceed (a small threshold) makes T-LRU a rule of its own, which the spec does not state (R8): under "
+        "`threshold 4, estimate 1`, `insert [1 2 3 4 5 6]`, `insert [9]`, `evict 1` frees the newer `[9]` on both cores "
+        "(`spec/README.md`, Rule sets); the two cores are compared under that budget too (below)."
     ),
     "slru": (
         "`slru` (server) ranks `(hit_count >= protected_threshold, last_access_time)` (`evict_policy.py:84-100`) at the "
