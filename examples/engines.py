@@ -108,11 +108,40 @@ def vllm_section(out: Path) -> tuple[EngineSection, list[str]]:
     return EngineSection(title, (), "Not run: neither `.venv-vllm` (`make .venv-vllm`) nor an importable `examples.vllm.engines` is here."), []
 
 
+POLICY_ORDER = ("lru", "lfu", "slru", "priority", "tlru", "fifo", "mru", "filo")
+"""SGLang's policies as the page lists them: the server's choices, then the library's."""
+
+
+def part_order(stem: str) -> tuple[int, int, str]:
+    """Where a part kept as ``stem`` (``unified-lfu-rust``) goes: by section, then by the first policy it names."""
+    words = stem.split("-")
+    policy = next((POLICY_ORDER.index(word) for word in words[1:] if word in POLICY_ORDER), len(POLICY_ORDER))
+    return (ORDER.get(words[0], 9), policy, stem)
+
+
+def merged(sections: list[EngineSection]) -> list[EngineSection]:
+    """Parts of one section (narrowed runs of it) as one: their rows in order, and each paragraph of their prose
+    once, where it first appears (the parts share their explanations; what one part adds follows)."""
+    by_title: dict[str, list[EngineSection]] = {}
+    for section in sections:
+        by_title.setdefault(section.title, []).append(section)
+    folded = []
+    for title, parts in by_title.items():
+        paragraphs: list[str] = []
+        for part in parts:
+            for paragraph in part.prose.strip().split("\n\n"):
+                if paragraph not in paragraphs:
+                    paragraphs.append(paragraph)
+        folded.append(EngineSection(title, tuple(row for part in parts for row in part.rows), "\n\n".join(paragraphs)))
+    return folded
+
+
 def render(parts: Path, page: Path, seconds: float | None) -> None:
-    """The page from every part kept in ``parts``; a section with no part says how to add it.  ``seconds`` is the
-    run's; None (a page rendered from parts alone) counts the seconds of every row."""
-    kept = sorted(parts.glob("*.json"), key=lambda path: (ORDER.get(path.stem.split("-")[0], 9), path.stem))
-    sections = [section_from_json(path.read_text(encoding="utf-8"))[0] for path in kept]
+    """The page from every part kept in ``parts`` (the parts of one section merged, ``merged``); a section with no
+    part says how to add it.  ``seconds`` is the run's; None (a page rendered from parts alone) counts the seconds
+    of every row."""
+    kept = sorted(parts.glob("*.json"), key=lambda path: part_order(path.stem))
+    sections = merged([section_from_json(path.read_text(encoding="utf-8"))[0] for path in kept])
     notes = [f"- `{path.stem}`: {run_note(path)}" for path in kept]
     if seconds is None:
         seconds = sum(row.seconds for section in sections for row in section.rows)
@@ -179,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         from examples.sglang.engines import radix_section
         from examples.sglang.adapter import POLICIES
 
-        policies = [policy for policy in arguments.policy or POLICIES if policy in POLICIES]
+        policies = [policy for policy in arguments.policy or [*POLICIES, "tlru"] if policy in (*POLICIES, "tlru")]  # tlru: a row that says why not
         if policies:
             say("SGLang RadixCache ...")
             section, unmet = radix_section(out / "radix", True, policies)

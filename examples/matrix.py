@@ -25,6 +25,10 @@ class MatrixRow:
     calls: int
     """Calls checked (0 when the check stopped at its first difference)."""
     seconds: float
+    """Wall-clock seconds of the check."""
+    cpu_seconds: float | None = None
+    """CPU seconds of the check's process (threads included) while it ran, None where not measured: on a shared,
+    loaded machine the wall-clock seconds say more about the load than about the check."""
 
 
 @dataclass(frozen=True)
@@ -39,12 +43,13 @@ class EngineSection:
 def render_matrix(rows: Sequence[MatrixRow]) -> str:
     """The matrix as one markdown table, in the order given."""
     lines = [
-        "| engine | core / factory | rule set | verdict | calls checked | seconds |",
+        "| engine | core / factory | rule set | verdict | calls checked | seconds (CPU seconds) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
+        cpu = "" if row.cpu_seconds is None else f" ({row.cpu_seconds:.1f})"
         lines.append(
-            f"| {row.engine} | {row.core} | `{row.rules}` | {row.verdict} | {row.calls:,} | {row.seconds:.1f} |"
+            f"| {row.engine} | {row.core} | `{row.rules}` | {row.verdict} | {row.calls:,} | {row.seconds:.1f}{cpu} |"
         )
     return "\n".join(lines)
 

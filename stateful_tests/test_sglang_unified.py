@@ -86,6 +86,12 @@ class FakeTree:
             paths.append(tuple(infos))
         return tuple(paths)
 
+    def collect_full_device_indices(self, node: int, until: int) -> Values:
+        """The slots from ``until`` (exclusive) down to ``node``, root first."""
+        chain = self.chain(node)
+        below = chain[chain.index(until) + 1 :] if until in chain else chain
+        return Values(slot for step in below for slot in self.nodes[step][2])
+
     def walk_for_kv_canary(self, unlocked_only: bool, swa_resident_only: bool) -> Walk:
         slots, previous = Values(), Values()
         for node, (parent, _tokens, own) in self.nodes.items():
@@ -289,15 +295,46 @@ def placed(cache: UnifiedCache) -> None:
     cache.placed.update({0: (None, (5,), 1), 1: (None, (5, 6), 2), 2: (None, (5, 6, 7), 3), 3: (None, (5, 8), 2)})
 
 
+THREE_VIEWS = {  # the nodes of three_nodes()
+    (5,): NodeView((5,), (0,), 0, None),
+    (5, 6, 7): NodeView((5, 6, 7), (1, 2), 0, None),
+    (5, 8): NodeView((5, 8), (3,), 0, None),
+}
+
+
 def test_the_rust_nodes_are_rebuilt_with_their_own_blocks() -> None:
     cache, _ = unified_on(three_nodes())
     placed(cache)
-    views = {view.prefix: view for view in cache.snapshot().nodes}
-    assert views == {
-        (5,): NodeView((5,), (0,), 0, None),
-        (5, 6, 7): NodeView((5, 6, 7), (1, 2), 0, None),
-        (5, 8): NodeView((5, 8), (3,), 0, None),
-    }
+    assert {view.prefix: view for view in cache.snapshot().nodes} == THREE_VIEWS
+
+
+def test_a_remembered_tip_node_the_core_no_longer_resolves_is_matched_again() -> None:
+    tree = three_nodes()
+    cache, _ = unified_on(tree)
+    placed(cache)
+    assert {view.prefix: view for view in cache.snapshot().nodes} == THREE_VIEWS
+    assert cache.tip_nodes[3][1] == 3
+    tree.nodes[7] = tree.nodes.pop(3)  # the core names [5 8] node 7 now: the remembered node 3 is gone
+    assert {view.prefix: view for view in cache.snapshot().nodes} == THREE_VIEWS
+    assert cache.tip_nodes[3][1] == 7
+
+
+def test_a_remembered_tip_node_that_ends_elsewhere_is_not_trusted() -> None:
+    cache, _ = unified_on(three_nodes())
+    placed(cache)
+    cache.snapshot()
+    cache.tip_nodes[3] = (cache.placed[3], 2)  # a wrong memory: node 2 lives, but ends at [5 6 7], not at slot 3
+    assert {view.prefix: view for view in cache.snapshot().nodes} == THREE_VIEWS
+    assert cache.tip_nodes[3][1] == 3
+
+
+def test_a_core_whose_matched_node_ends_elsewhere_is_an_error() -> None:
+    tree = three_nodes()
+    cache, _ = unified_on(tree)
+    placed(cache)
+    tree.match_full_device_prefix = lambda key: (len(key[0]), 2, 0)  # type: ignore[method-assign]  # every match names node 2
+    with pytest.raises(RuntimeError, match="does not end at the tip's KV slot"):
+        cache.snapshot()
 
 
 def test_own_locks_are_the_receipts_where_the_core_pins_and_one_where_it_pins_unasked() -> None:
@@ -369,3 +406,22 @@ def test_the_page_renders_every_part_kept_and_names_the_sections_missing(tmp_pat
     for name in SECTIONS:
         assert (f"`{name}`: no run has kept it yet" in text) == (name != "cores")
     assert "- `cores-all`: finished 20" in text and "load average" in text  # when each part ran, and the load then
+
+
+def test_narrowed_parts_of_one_section_merge_in_policy_order_each_paragraph_once(tmp_path: Any) -> None:
+    from examples.engines import render
+
+    parts = tmp_path / "sections"
+    parts.mkdir()
+    engine = "SGLang 0.5.23 UnifiedRadixCache"
+    for stem, policy, note in (("unified-fifo-rust", "fifo", "fifo is library only"), ("unified-slru-python", "slru", "slru is a server policy")):
+        row = MatrixRow(engine, f"core `{policy}`", "sglang", "PASSED", 10, 2.0, 1.5)
+        section = EngineSection("SGLang `UnifiedRadixCache`", (row,), f"shared words\n\n- {note}")
+        (parts / f"{stem}.json").write_text(section_to_json(section, []), encoding="utf-8")
+    page = tmp_path / "engines.md"
+    render(parts, page, None)
+    text = page.read_text(encoding="utf-8")
+    assert text.count("## SGLang `UnifiedRadixCache`") == 1 and text.count("shared words") == 1
+    assert text.index("core `slru`") < text.index("core `fifo`")  # the server's policies first, not the files' names' order
+    assert text.index("slru is a server policy") < text.index("fifo is library only")
+    assert "| 10 | 2.0 (1.5) |" in text  # wall and CPU seconds

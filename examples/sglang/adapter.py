@@ -36,6 +36,7 @@ below name each one SGLang ships that needs no call argument.  Needs SGLang
 
 from __future__ import annotations
 
+import functools
 import json
 import operator
 from array import array
@@ -69,8 +70,10 @@ from bench.sglang_loading import FreedSlots, Sglang, load_sglang
 from examples.arguments import caller_count, caller_ids, caller_namespace
 from examples.places import PlaceKey, PlaceKeys
 
-POLICIES = ("lru", "lfu", "fifo", "mru", "filo")
-"""SGLang's eviction strategies that need no argument of a call (``priority`` takes one at insert)."""
+POLICIES = ("lru", "lfu", "fifo", "mru", "filo", "slru", "priority")
+"""SGLang's eviction strategies the plain ``RadixCache`` runs under the kit's calls: ``slru`` at its default
+threshold; ``priority`` with every insert at SGLang's default priority 0 (the interface's insert carries none).
+``tlru`` raises in ``evict`` on this cache (``tlru`` below, ``examples/sglang/defects.py``)."""
 
 
 NamespaceField = Literal["extra_key", "cache_salt"]
@@ -107,8 +110,9 @@ def namespace_key(namespace: Namespace) -> str | None:
     return json.dumps(tagged, separators=(",", ":"), ensure_ascii=True)
 
 
+@functools.lru_cache(maxsize=4096)
 def namespace_of(key: str | None) -> Namespace:
-    """The namespace ``namespace_key`` encoded as ``key`` (the inverse)."""
+    """The namespace ``namespace_key`` encoded as ``key`` (the inverse; remembered: every snapshot decodes every node's)."""
     if key is None:
         return None
 
@@ -217,8 +221,10 @@ class SglangCache:
         return (torch.tensor(blocks, dtype=torch.int64)[:, None] * self.size + self.offsets).reshape(-1)
 
     def block_ids(self, slots: Any) -> list[int]:
-        ids: list[int] = (slots[:: self.size] // self.size).tolist()
-        return ids
+        """The block ids of a tensor of KV slots: each page's first slot divided by B, in Python (a few slots a
+        node: a tensor division costs more than it saves)."""
+        firsts: list[int] = slots[:: self.size].tolist()
+        return firsts if self.size == 1 else list(map(self.size.__rfloordiv__, firsts))
 
     def path_blocks(self, node: Any) -> list[int]:
         return self.block_ids(self.cache.path_device_indices(node))
@@ -483,6 +489,27 @@ def salted_mru(block_size: int) -> SglangCache:
 def salted_filo(block_size: int) -> SglangCache:
     """``salted_lru`` under ``filo``; ``--rules sglang-filo``."""
     return SglangCache(block_size, "filo", namespace_field="cache_salt")
+
+
+def slru(block_size: int) -> SglangCache:
+    """``slru`` at SGLang's default ``protected_threshold`` 2 (``evict_policy.py:84-100``); ``--rules sglang-slru``."""
+    return SglangCache(block_size, "slru")
+
+
+def priority(block_size: int) -> SglangCache:
+    """``priority`` with every insert at priority 0, SGLang's default (``radix_cache.py:713-715``): its key
+    ``(priority, last_access_time)`` (``evict_policy.py:41-46``) orders as ``lru``'s; ``--rules sglang``."""
+    return SglangCache(block_size, "priority")
+
+
+def salted_slru(block_size: int) -> SglangCache:
+    """``salted_lru`` under ``slru``; ``--rules sglang-slru``."""
+    return SglangCache(block_size, "slru", namespace_field="cache_salt")
+
+
+def salted_priority(block_size: int) -> SglangCache:
+    """``salted_lru`` under ``priority`` (every priority 0); ``--rules sglang``."""
+    return SglangCache(block_size, "priority", namespace_field="cache_salt")
 
 
 def tlru(block_size: int) -> SglangCache:

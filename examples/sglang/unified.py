@@ -109,6 +109,7 @@ class UnifiedCache(SglangCache):
         self.core: Core = core
         self.receipts: dict[int, list[Any]] = {}  # the receipts of the locks each node holds, oldest first
         self.placed: dict[BlockId, tuple[Any, tuple[int, ...], int]] = {}  # each id SGLang took: (namespace, its insert's tokens, its end)
+        self.tip_nodes: dict[BlockId, tuple[tuple[Any, tuple[int, ...], int], int]] = {}  # a tip's block: (its place, the node it named)
         self.panicked: str | None = None
         self.serial = next(_SERIALS)
         super().__init__(block_size, policy, namespace_field=namespace_field, policy_config=policy_config)
@@ -273,7 +274,7 @@ class UnifiedCache(SglangCache):
     def reports_order(self) -> bool:
         """Whether ``snapshot`` orders nodes by the core's own eviction priority: the Python core keeps it on its
         nodes (``last_access_time``, ``hit_count``, ``creation_time``, ``priority``); the Rust binding exposes none
-        of them, so its order is read from its eviction walk (``eviction_walk``) instead."""
+        of them, so its snapshot is ``unordered`` and its order is checked by what each ``evict`` frees."""
         return self.core == "python"
 
     def node_records(self) -> list[tuple[Any, tuple[int, ...], NodeView]]:
@@ -304,41 +305,27 @@ class UnifiedCache(SglangCache):
         """The Rust core's nodes, rebuilt from what its binding offers: ``walk_for_kv_canary`` lists every cached
         KV slot with the slot before it (so the tips of the tree), each tip's block was placed by one insert at a
         known token prefix (``placed``), ``match_full_device_prefix`` of that prefix names the tip's node (a
-        read-only walk), and ``collect_path_info`` gives each node on its path with its span.  Own locks: the
-        receipts the adapter holds on a node, where the canary walk of unlocked slots agrees the node is pinned;
-        a node it shows pinned that no receipt at or below pins counts one lock the adapter never took."""
+        read-only walk), ``collect_path_info`` gives each node on its path with its span, and
+        ``collect_full_device_indices`` the KV slots of the part of the path no earlier tip's path covered.  Own
+        locks: the receipts the adapter holds on a node, where the canary walk of unlocked slots agrees the node
+        is pinned; a node it shows pinned that no receipt at or below pins counts one lock the adapter never took.
+
+        The node a tip's block names is remembered (``tip_nodes``) and asked again only when the block was placed
+        anew, or when the core does not show that node ending at the tip's slot and prefix: then every tip is
+        matched again.  The core's own path info and slots decide every snapshot; the memory spares only the
+        match of each tip's prefix."""
         every = self.guarded("walk_for_kv_canary", self.tree.walk_for_kv_canary, False, False)
         unlocked = self.guarded("walk_for_kv_canary", self.tree.walk_for_kv_canary, True, False)
-        slots: list[int] = every.slot_indices.tolist()
         previous = set(every.prev_slot_indices.tolist())
         free_slots = set(unlocked.slot_indices.tolist())
-        tips = [slot for slot in slots if slot not in previous]
-        ends: list[tuple[int, Any, tuple[int, ...]]] = []  # (tip node, namespace, its whole prefix)
-        for tip in tips:
-            block = tip // self.size
-            if block not in self.placed:
-                raise RuntimeError(f"SGLang's Rust core holds KV slot {tip} (block {block}), which no insert left")
-            namespace, whole, end = self.placed[block]
-            prefix = whole[:end]
-            matched, node, _pinned = self.guarded("match_full_device_prefix", self.tree.match_full_device_prefix, self.radix_key(list(prefix), namespace))
-            if int(matched) != len(prefix):
-                raise RuntimeError(f"SGLang's Rust core holds block {block} but matches {int(matched)} of its {len(prefix)} tokens")
-            ends.append((int(node), namespace, prefix))
-        paths = self.guarded("collect_path_info", self.tree.collect_path_info, [node for node, _, _ in ends]) if ends else ()
-        records: dict[int, tuple[Any, tuple[int, ...], NodeView]] = {}
-        last_slot: dict[int, int] = {}  # each node's last KV slot, to read the canary walk's pins by
-        parents: dict[int, int] = {}
-        for (tip, namespace, prefix), path in zip(ends, paths):
-            path_slots = self.path_slots(tip)  # one read per tip: every node on its path is a span of it
-            for info in path:
-                node_id = int(info.node_id)
-                if node_id in records:
-                    continue
-                start, end = int(info.path_start), int(info.path_end)
-                blocks = tuple(slot // self.size for slot in path_slots[start : end : self.size])
-                records[node_id] = (None, prefix[:end], NodeView(prefix[:end], blocks, 0, namespace))
-                last_slot[node_id] = path_slots[end - 1]
-                parents[node_id] = int(info.parent_id)
+        tips = [slot for slot in every.slot_indices.tolist() if slot not in previous]
+        for remembered in (True, False):
+            built = self.nodes_along(tips, remembered)
+            if built is not None:
+                records, last_slot, parents = built
+                break
+        else:
+            raise RuntimeError("SGLang's Rust core names, for a tip's prefix, a node whose path does not end at the tip's KV slot")
         held_below = dict.fromkeys(records, 0)  # receipts at or below each node
         for node_id, receipts in self.receipts.items():
             at: int | None = node_id
@@ -346,47 +333,70 @@ class UnifiedCache(SglangCache):
                 held_below[at] += len(receipts)
                 at = parents.get(at)
         for node_id, (priority, prefix, view) in list(records.items()):
-            pinned = last_slot[node_id] not in free_slots
-            own = len(self.receipts.get(node_id, ())) if pinned else 0
-            if pinned and held_below[node_id] == 0:
-                own = 1
+            if last_slot[node_id] in free_slots:
+                continue
+            own = len(self.receipts.get(node_id, ())) if held_below[node_id] else 1
             records[node_id] = (priority, prefix, NodeView(view.prefix, view.blocks, own, view.namespace))
         return list(records.values())
 
-    def eviction_walk(self) -> list[tuple[Any, tuple[int, ...]]]:
-        """(namespace, prefix) of every unpinned leaf, in the order the core's own eviction walk would free them
-        (``evict_device_start``, then ``evict_device_next_node`` until it names none, then ``evict_device_end``,
-        as ``UnifiedRadixCache._evict_components`` drives it, unified_radix_cache.py:1000-1055, without
-        ``evict_device_leaf``: the walk names its victims and frees nothing)."""
-        full = self.sg.ComponentType.FULL
-        by_node = {record[2].prefix: record for record in self.node_records()}
-        named: list[int] = []
-        self.guarded("evict_device_start", self.tree.evict_device_start, full, 1 << 62)
+    def nodes_along(
+        self, tips: list[int], remembered: bool
+    ) -> tuple[dict[int, tuple[Any, tuple[int, ...], NodeView]], dict[int, int], dict[int, int]] | None:
+        """The nodes on the paths to ``tips`` (each with no locks yet), a slot of each node's last page, and each
+        node's parent; None when a tip's node (remembered, or matched) does not end at the tip's slot and prefix,
+        or is no longer in the core."""
+        ends = [self.tip_node(tip, remembered) for tip in tips]  # (tip node, namespace, its whole prefix)
+        if not ends:
+            return {}, {}, {}
         try:
-            while True:
-                step = self.guarded("evict_device_next_node", self.tree.evict_device_next_node, full, {full: 0})
-                if step.node_id is None:
-                    break
-                named.append(int(step.node_id))
-        finally:
-            self.guarded("evict_device_end", self.tree.evict_device_end, full)
-        order: list[tuple[Any, tuple[int, ...]]] = []
-        for node in named:
-            path = self.guarded("collect_path_info", self.tree.collect_path_info, [node])[0]
-            length = int(path[-1].path_end) if path else 0
-            candidates = [view for prefix, (_, _, view) in by_node.items() if len(prefix) == length and self.node_of(view) == node]
-            if not candidates:
-                raise RuntimeError(f"SGLang's eviction walk named node {node}, which is no node of the tree")
-            order.append((candidates[0].namespace, candidates[0].prefix))
-        return order
+            paths = self.guarded("collect_path_info", self.tree.collect_path_info, [node for node, _, _ in ends])
+        except KeyError:
+            return None
+        records: dict[int, tuple[Any, tuple[int, ...], NodeView]] = {}
+        last_slot: dict[int, int] = {}
+        parents: dict[int, int] = {}
+        size = self.size
+        for tip, (node, namespace, prefix), path in zip(tips, ends, paths):
+            if not path or int(path[-1].node_id) != node or int(path[-1].path_end) != len(prefix):
+                return None
+            known = len(path)  # the path's nodes below the last one an earlier tip's path recorded: root first
+            while known and int(path[known - 1].node_id) not in records:
+                known -= 1
+            if known == len(path):  # a tip's node an earlier tip's path holds: no leaf
+                return None
+            until = int(path[known - 1].node_id) if known else self.root_id
+            offset = int(path[known].path_start)
+            slots: list[int] = self.guarded("collect_full_device_indices", self.tree.collect_full_device_indices, node, until).tolist()
+            if len(slots) != len(prefix) - offset or not slots or slots[-1] != tip:
+                return None
+            firsts = slots[::size]  # each page's first slot, from ``offset`` on
+            blocks_along = firsts if size == 1 else list(map(size.__rfloordiv__, firsts))
+            for info in path[known:]:
+                node_id = int(info.node_id)
+                start, end = (int(info.path_start) - offset) // size, (int(info.path_end) - offset) // size
+                records[node_id] = (None, prefix[: int(info.path_end)], NodeView(prefix[: int(info.path_end)], tuple(blocks_along[start:end]), 0, namespace))
+                last_slot[node_id] = firsts[end - 1]
+                parents[node_id] = int(info.parent_id)
+        return records, last_slot, parents
 
-    def node_of(self, view: NodeView) -> int:
-        matched, node, _pinned = self.guarded("match_full_device_prefix", self.tree.match_full_device_prefix, self.radix_key(list(view.prefix), view.namespace))
-        return int(node)
-
-    def path_slots(self, node: int) -> list[int]:
-        slots: list[int] = self.guarded("path_device_indices", self.cache.path_device_indices, node).tolist()
-        return slots
+    def tip_node(self, tip: int, remembered: bool = True) -> tuple[int, Any, tuple[int, ...]]:
+        """(node, namespace, prefix) of the tip whose last KV slot is ``tip``: the node remembered for the insert
+        that placed its block (when ``remembered``), else the one ``match_full_device_prefix`` of that insert's
+        prefix names."""
+        block = tip // self.size
+        place = self.placed.get(block)
+        if place is None:
+            raise RuntimeError(f"SGLang's Rust core holds KV slot {tip} (block {block}), which no insert left")
+        namespace, whole, end = place
+        prefix = whole[:end]
+        known = self.tip_nodes.get(block) if remembered else None
+        if known is not None and known[0] is place:
+            return (known[1], namespace, prefix)
+        matched, node, _pinned = self.guarded("match_full_device_prefix", self.tree.match_full_device_prefix, self.radix_key(list(prefix), namespace))
+        if int(matched) != len(prefix):
+            raise RuntimeError(f"SGLang's Rust core holds block {block} but matches {int(matched)} of its {len(prefix)} tokens")
+        self.tip_nodes[block] = (place, int(node))
+        return (int(node), namespace, prefix)
 
     def snapshot(self) -> Snapshot:
         records = self.node_records()
