@@ -9,6 +9,7 @@ its parent and its last block's tokens; its tokens are rebuilt only when asked (
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable, Sequence
 
 PlaceKey = int
@@ -81,4 +82,5 @@ class PlaceKeys:
         while self._parent[key] >= 0:
             blocks.append(self._block[key])
             key = self._parent[key]
-        return tuple(token for block in reversed(blocks) for token in block)
+        blocks.reverse()
+        return tuple(itertools.chain.from_iterable(blocks))

@@ -40,13 +40,12 @@ installs it into ``.venv-vllm``).
 from __future__ import annotations
 
 import itertools
-import operator
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from spec.api import (
-    ID_LIMIT,
     BlockId,
     BlockRemoved,
     BlockStored,
@@ -112,7 +111,9 @@ class VllmCache:
         self.spare: list[Any] = []  # vLLM blocks allocated to the adapter, standing for no cached id
         self.places: dict[BlockId, Place] = {}  # where each cached id lies (the adapter's own record, not the events')
         self.tree = PlaceTree(self.keys)
-        self.evicted_order: list[tuple[Any, BlockId]] = []  # (external hash, id) of each block evict took, in order
+        # (hash key, id) of each block evict took, in order; the key is turned into the events' hash only when an
+        # event names it (vLLM reads an environment variable for each, about 10 us a block)
+        self.evicted_order: deque[tuple[Any, BlockId]] = deque()
         self.root_node = VllmNode(0)
         self.serials = itertools.count(1)
         self.requests = itertools.count()
@@ -279,7 +280,7 @@ class VllmCache:
         wanted = caller_count(n_blocks)
         count = min(wanted, self.pool.get_num_free_blocks())
         going = list(itertools.islice(self.pool.free_block_queue.iter_blocks_after(None), count))
-        hashes = [self.vllm.external_hash(block.block_hash) for block in going]
+        keys = [block.block_hash for block in going]
         taken = self.pool.get_new_blocks(count)
         if [block.block_id for block in taken] != [block.block_id for block in going]:
             raise TranslationError("vLLM's get_new_blocks did not pop the head of its free queue")
@@ -287,7 +288,7 @@ class VllmCache:
         for block, caller in zip(taken, freed):
             self.tree.evict(block.block_id)
             del self.places[caller]
-        self.evicted_order.extend(zip(hashes, freed))
+        self.evicted_order.extend(zip(keys, freed))
         self.spare.extend(taken)
         self.evicted += len(freed)
         return freed
@@ -315,11 +316,12 @@ class VllmCache:
         own first blocks, the further copies at each position, and its lock requests; ``released`` is vLLM's
         free queue from its head: the unpinned blocks in the order ``evict`` (``get_new_blocks``) takes them."""
         views: list[NodeView] = []
+        caller_of = self.ids.caller_of
         for place, node, own, copies in self.tree.nodes():
             namespace, prefix = cast(Namespace, self.keys.namespace(place)), self.keys.tokens(place)
             assert isinstance(node, VllmNode)
-            shown = tuple(tuple(self.ids.caller_of[block] for block in at) for at in copies)
-            views.append(NodeView(prefix, tuple(self.ids.caller_of[block] for block in own), len(node.locks), namespace, shown if any(shown) else ()))
+            shown = tuple(tuple(map(caller_of.__getitem__, at)) for at in copies) if any(copies) else ()
+            views.append(NodeView(prefix, tuple(map(caller_of.__getitem__, own)), len(node.locks), namespace, shown))
         views.sort(key=lambda view: (repr(view.namespace), view.prefix))
         released = tuple(self.ids.caller_of[block.block_id] for block in self.pool.free_block_queue.iter_blocks_after(None))
         return Snapshot(self.size, tuple(views), self.stats(), released)
@@ -348,7 +350,8 @@ class VllmCache:
                 for block_hash in event.block_hashes:
                     if not self.evicted_order:
                         raise TranslationError(f"vLLM's BlockRemoved of hash {block_hash!r} where evict took no block")
-                    taken_hash, caller = self.evicted_order.pop(0)
+                    taken_key, caller = self.evicted_order.popleft()
+                    taken_hash = self.vllm.external_hash(taken_key)
                     if taken_hash != block_hash:
                         raise TranslationError(f"vLLM's BlockRemoved names hash {block_hash!r}; the block evict took had {taken_hash!r}")
                     removed.append(self.index.remove(block_hash, caller))

@@ -246,7 +246,10 @@ class PlaceTree:
 
     def nodes(self) -> list[tuple[Place, object, list[int], list[list[int]]]]:
         """Every node as (its end, its handle, its own first blocks in token order, the further copies at each),
-        walking the places down from each namespace's root once."""
+        walking the places down from each namespace's root once.
+
+        A node's lists grow in place down its chain of places (copied only where a place with no node ends
+        branches): a node of n blocks costs O(n), not the O(n^2) of a fresh list at each block."""
         found: list[tuple[Place, object, list[int], list[list[int]]]] = []
         walk: list[tuple[Place, list[int], list[list[int]]]] = []
         for top, below in self.extensions.items():
@@ -254,12 +257,18 @@ class PlaceTree:
                 walk.extend((place, [], []) for place in below)
         while walk:
             place, own, copies = walk.pop()
-            blocks = self.copies[place]
-            own = own + [blocks[0]]
-            copies = copies + [blocks[1:]]
-            node = self.node_at.get(place)
-            if node is not None:
-                found.append((place, node, own, copies))
-                own, copies = [], []
-            walk.extend((longer, own, copies) for longer in self.extensions[place])
+            while True:  # down one chain of places, to the node that ends it
+                blocks = self.copies[place]
+                own.append(blocks[0])
+                copies.append(blocks[1:])
+                node = self.node_at.get(place)
+                below = self.extensions[place]
+                if node is not None:
+                    found.append((place, node, own, copies))
+                    walk.extend((longer, [], []) for longer in below)
+                    break
+                if len(below) != 1:
+                    walk.extend((longer, list(own), list(copies)) for longer in below)
+                    break
+                (place,) = below
         return found
