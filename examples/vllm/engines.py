@@ -24,7 +24,7 @@ from spec.api import RULE_PRESETS, CacheFactory
 from examples.matrix import EngineSection, MatrixRow, render_matrix
 from examples.vllm.loading import import_failure, load_vllm
 from prefixspec.formats.trace import read_trace
-from prefixspec.running.identify import Difference, Verdict, identify, short_plan
+from prefixspec.running.identify import Difference, Verdict, identify, show_differences
 from prefixspec.running.report import CheckReport
 from prefixspec.running.stages import RunPlan, run_check
 
@@ -149,7 +149,7 @@ def run_vllm(out: Path, progress: bool) -> VllmRun:
 
     say("each rule where vllm differs from strict ...")
     started = time.perf_counter()
-    run.differences = every_difference(make_cache, base, out)
+    run.differences = every_difference(make_cache, base, out, verdicts)
     run.seconds["differences"] = time.perf_counter() - started
     for difference in run.differences:
         if difference.verdict.conforms:
@@ -164,22 +164,20 @@ def every_rule(differences: list[Difference]) -> str:
     return f"; each rule: {', '.join(shown)}" if shown else ""
 
 
-def every_difference(make_cache: CacheFactory, base: RunPlan, out: Path) -> list[Difference]:
+def every_difference(make_cache: CacheFactory, base: RunPlan, out: Path, verdicts: list[Verdict]) -> list[Difference]:
     """Under ``strict`` each stage stops at its first difference, so one rule hides the others.  Here each field on
-    which ``vllm`` differs from ``strict`` is put back alone (``vllm`` with that one field ``strict``'s, or ``strict``
-    itself where the mix has no meaning), and a short check of the adapter under it must differ: its shortest
-    counterexample names that rule."""
-    strict, found = RULE_PRESETS["strict"], RULE_PRESETS["vllm"]
-    differences: list[Difference] = []
-    for rule_field in strict.differences(found):
-        try:
-            probe = found.with_variant(rule_field.key, strict.variant(rule_field.key))
-        except ValueError:
-            probe = strict  # that variant has a meaning only beside strict's others
-        plan = short_plan(replace(base, out_dir=out / "differences"), probe, rule_field.key)
-        report = run_check(make_cache, target_name=TARGET, plan=plan)
-        differences.append(Difference(rule_field, strict.variant(rule_field.key), found.variant(rule_field.key), Verdict(probe, report)))
-    return differences
+    which ``vllm`` differs from ``strict`` is shown alone (``identify.show_differences``): a short check of the adapter
+    under ``vllm`` with that one field ``strict``'s (or ``strict`` itself where the mix has no meaning) must differ,
+    and its shortest counterexample names that rule.  ``verdicts``: identify's short checks, reused."""
+    tried = {verdict.rules: verdict for verdict in verdicts}
+    return show_differences(
+        make_cache, target_name=TARGET, base=replace(base, out_dir=out / "differences"), preset=RULE_PRESETS["strict"], found=RULE_PRESETS["vllm"], tried=tried
+    )
+
+
+def in_checkout(line: str) -> str:
+    """A report line with the checkout's paths relative to it (the page is read in any checkout)."""
+    return line.replace(f"{ROOT}/", "")
 
 
 def section_of(run: VllmRun, version: str, torch_version: str) -> EngineSection:
@@ -209,7 +207,7 @@ def section_of(run: VllmRun, version: str, torch_version: str) -> EngineSection:
         f"shortest counterexample names the rule ({run.seconds.get('differences', 0.0):.0f} s):",
         "",
         "```",
-        *[difference.line() for difference in run.differences],
+        *[in_checkout(difference.line()) for difference in run.differences],
         "```",
         "",
     ]
@@ -221,7 +219,7 @@ def section_of(run: VllmRun, version: str, torch_version: str) -> EngineSection:
     )
     if not REACH:
         lines += ["", f"The reach stages (extremes, scale) were not run: {REACH_NOTE}"]
-    lines += ["", "### `identify`", "", "```", *run.identify_lines, "```", ""]
+    lines += ["", "### `identify`", "", "```", *map(in_checkout, run.identify_lines), "```", ""]
     lines += [
         "### Upstream",
         "",
