@@ -52,7 +52,7 @@ from examples.arguments import caller_count, caller_ids, caller_namespace
 from examples.places import PlaceKeys
 from examples.sglang.adapter import namespace_key, namespace_of
 from examples.vllm.loading import Vllm, import_failure, load_vllm
-from examples.vllm.translation import BlockIds, HashIndex, Place, PlaceTree, TranslationError, stored_places
+from examples.vllm.translation import BlockIds, HashIndex, Place, PlaceTree, TranslationError, node_views, stored_places
 
 GROUP = 0
 """The one KV cache group (full attention)."""
@@ -276,16 +276,10 @@ class PoolCache:
 
     def snapshot(self) -> Snapshot:
         caller_of = self.ids.caller_of
-        views = []
-        for place, node, own, copies in self.tree.nodes():
-            assert isinstance(node, PoolNode)
-            shown = tuple(tuple(map(caller_of.__getitem__, at)) for at in copies) if any(copies) else ()
-            namespace = cast(Namespace, self.keys.namespace(place))
-            views.append(NodeView(self.keys.tokens(place), tuple(map(caller_of.__getitem__, own)), len(node.locks), namespace, shown))
-        views.sort(key=lambda view: (repr(view.namespace), view.prefix))
+        views = node_views(self.tree, caller_of, lambda node: len(cast(PoolNode, node).locks))  # built afresh each time
         queue = self.pool.free_block_queue.iter_blocks_after(None)
         released = tuple(caller_of[block.block_id] for block in queue if block.block_hash is not None)
-        return Snapshot(self.size, tuple(views), self.stats(), released)
+        return Snapshot(self.size, views, self.stats(), released)
 
 
 def make_cache(block_size: int) -> PoolCache:

@@ -16,10 +16,11 @@ live here, so that ``make test`` checks them without vLLM installed:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
-from spec.api import BlockId, Namespace
+from spec.api import BlockId, Namespace, NodeView
 from examples.places import PlaceKey, PlaceKeys
 
 Place = PlaceKey
@@ -169,6 +170,7 @@ class PlaceTree:
         self.extensions: dict[Place, set[Place]] = {}
         self.node_at: dict[Place, object] = {}
         self.end_of: dict[object, Place] = {}
+        self.roots: set[Place] = set()  # the namespaces' empty prefixes that places were cached under
 
     def parent(self, place: Place) -> Place:
         return self.keys.parent(place)
@@ -204,8 +206,11 @@ class PlaceTree:
         """vLLM cached ``block`` at ``place`` (a copy when the place holds a block already)."""
         blocks = self.copies.setdefault(place, [])
         if not blocks:
-            self.extensions.setdefault(self.parent(place), set()).add(place)
+            above = self.parent(place)
+            self.extensions.setdefault(above, set()).add(place)
             self.extensions.setdefault(place, set())
+            if self.keys.is_root(above):
+                self.roots.add(above)
         blocks.append(block)
         self.place_of[block] = place
 
@@ -252,9 +257,8 @@ class PlaceTree:
         branches): a node of n blocks costs O(n), not the O(n^2) of a fresh list at each block."""
         found: list[tuple[Place, object, list[int], list[list[int]]]] = []
         walk: list[tuple[Place, list[int], list[list[int]]]] = []
-        for top, below in self.extensions.items():
-            if self.keys.is_root(top):
-                walk.extend((place, [], []) for place in below)
+        for top in self.roots:
+            walk.extend((place, [], []) for place in self.extensions[top])
         while walk:
             place, own, copies = walk.pop()
             while True:  # down one chain of places, to the node that ends it
@@ -272,3 +276,16 @@ class PlaceTree:
                     break
                 (place,) = below
         return found
+
+
+def node_views(tree: PlaceTree, caller_of: Mapping[int, BlockId], locks_of: Callable[[object], int]) -> tuple[NodeView, ...]:
+    """R11's nodes of a ``PlaceTree``: each by namespace and prefix, with its own first blocks and the further copies
+    at each position as the caller's ids, and ``locks_of`` its handle; sorted by namespace, then prefix."""
+    keys = tree.keys
+    views: list[NodeView] = []
+    for place, node, own, copies in tree.nodes():
+        shown = tuple(tuple(map(caller_of.__getitem__, at)) for at in copies) if any(copies) else ()
+        namespace = cast(Namespace, keys.namespace(place))
+        views.append(NodeView(keys.tokens(place), tuple(map(caller_of.__getitem__, own)), locks_of(node), namespace, shown))
+    views.sort(key=lambda view: (repr(view.namespace), view.prefix))
+    return tuple(views)
