@@ -26,6 +26,8 @@ from examples.vllm.loading import import_failure, load_vllm
 from prefixspec.formats.trace import read_trace
 from prefixspec.running.identify import Difference, Verdict, identify, show_differences
 from prefixspec.running.report import CheckReport
+from prefixspec.running.parallel import available_cores
+from prefixspec.running.stage_workers import run_check_in_workers
 from prefixspec.running.stages import RunPlan, run_check
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,10 +128,13 @@ def run_vllm(out: Path, progress: bool) -> VllmRun:
 
     say("under vllm ...")
     started = time.perf_counter()
-    run.vllm = run_check(
+    # As `prefixspec check` runs it: its stages side by side on the cores this process may use (the same report).
+    run.vllm = run_check_in_workers(
         make_cache,
         target_name=TARGET,
-        plan=replace(base, rules=RULE_PRESETS["vllm"], out_dir=out / "vllm", replay_target=f"--target {TARGET} --rules vllm", reach=REACH),
+        plan=replace(
+            base, rules=RULE_PRESETS["vllm"], out_dir=out / "vllm", replay_target=f"--target {TARGET} --rules vllm", reach=REACH, jobs=available_cores()
+        ),
     )
     run.seconds["vllm"] = time.perf_counter() - started
     if not run.vllm.passed:
@@ -144,6 +149,8 @@ def run_vllm(out: Path, progress: bool) -> VllmRun:
     run.seconds["identify"] = time.perf_counter() - started
     run.identified = [verdict.rules.name for verdict in verdicts if verdict.conforms]
     run.identify_lines = [verdict.line() for verdict in verdicts]
+    run.identify_lines += [f"conforms to: {', '.join(run.identified) or 'none of the presets'}"]
+    run.identify_lines += [f"  {verdict.rules.name}: {verdict.rules.text}" for verdict in verdicts if verdict.conforms]
     if "vllm" not in run.identified:
         run.problems.append(f"identify named {run.identified}, not vllm")
 
@@ -215,7 +222,7 @@ def section_of(run: VllmRun, version: str, torch_version: str) -> EngineSection:
     reached = {event: sum(stage.events.get(event, 0) for stage in run.vllm.stages) for event in SHOWN_EVENTS}
     lines.append(
         f"{'PASSED' if run.vllm.passed else 'FAILED'}: {calls_of(run.vllm):,} calls in {len(run.vllm.stages)} stages, "
-        f"{run.seconds['vllm']:.0f} s; " + ", ".join(f"{event!r} {count:,}" for event, count in reached.items()) + "."
+        f"{run.seconds['vllm']:.0f} s, its stages side by side in {available_cores()} worker processes; " + ", ".join(f"{event!r} {count:,}" for event, count in reached.items()) + "."
     )
     if not REACH:
         lines += ["", f"The reach stages (extremes, scale) were not run: {REACH_NOTE}"]
