@@ -28,6 +28,9 @@ Place = PlaceKey
 tuple of its tokens would make an insert of n blocks quadratic in time and memory)."""
 
 
+NO_PLACES: frozenset[Place] = frozenset()
+
+
 class TranslationError(RuntimeError):
     """vLLM did something the adapter cannot translate (an event naming an unknown hash, a block out of place)."""
 
@@ -167,7 +170,7 @@ class PlaceTree:
         self.keys = keys
         self.copies: dict[Place, list[int]] = {}
         self.place_of: dict[int, Place] = {}
-        self.extensions: dict[Place, set[Place]] = {}
+        self.extensions: dict[Place, set[Place]] = {}  # the cached places one block longer, for places that have any
         self.node_at: dict[Place, object] = {}
         self.end_of: dict[object, Place] = {}
         self.roots: set[Place] = set()  # the namespaces' empty prefixes that places were cached under
@@ -208,7 +211,6 @@ class PlaceTree:
         if not blocks:
             above = self.parent(place)
             self.extensions.setdefault(above, set()).add(place)
-            self.extensions.setdefault(place, set())
             if self.keys.is_root(above):
                 self.roots.add(above)
         blocks.append(block)
@@ -246,7 +248,7 @@ class PlaceTree:
             self.node_at[above] = node  # the cut leaf keeps its handle, one block shorter
             self.end_of[node] = above
         del self.copies[place]
-        del self.extensions[place]
+        self.extensions.pop(place, None)
         self.extensions[above].discard(place)
 
     def nodes(self) -> list[tuple[Place, object, list[int], list[list[int]]]]:
@@ -266,7 +268,7 @@ class PlaceTree:
                 own.append(blocks[0])
                 copies.append(blocks[1:])
                 node = self.node_at.get(place)
-                below = self.extensions[place]
+                below = self.extensions.get(place, NO_PLACES)
                 if node is not None:
                     found.append((place, node, own, copies))
                     walk.extend((longer, [], []) for longer in below)
