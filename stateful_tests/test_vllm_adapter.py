@@ -7,6 +7,8 @@ translation are ``test_vllm_translation.py``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from spec.api import BlockRemoved, BlockStored, InvalidArgument, NotLocked, PrefixCache, PublishesEvents, UnknownNode
@@ -147,7 +149,7 @@ def test_the_snapshots_nodes_kept_between_calls_are_the_ones_built_afresh() -> N
         return node_views(cache.tree, cache.ids.caller_of, lambda node: len(node.locks))  # type: ignore[attr-defined]
 
     leaf = cache.insert([1, 2, 3, 4, 5, 6], [10, 11, 12]).node
-    steps = [
+    steps: list[Callable[[], object]] = [
         lambda: cache.match_prefix([1, 2, 3, 4, 9]),  # a node ends inside the leaf from now on
         lambda: cache.lock(leaf),
         lambda: cache.insert([1, 2, 7, 8], [10, 20]),
