@@ -9,6 +9,7 @@ its parent and its last block's tokens; its tokens are rebuilt only when asked (
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable, Sequence
 
 PlaceKey = int
@@ -28,6 +29,7 @@ class PlaceKeys:
         self._parent: list[PlaceKey] = []
         self._block: list[tuple[int, ...]] = []
         self._length: list[int] = []
+        self._tokens: dict[PlaceKey, tuple[int, ...]] = {}  # the prefixes ``tokens`` rebuilt
 
     def _new(self, namespace: Hashable, parent: PlaceKey, block: tuple[int, ...], length: int) -> PlaceKey:
         self._namespace.append(namespace)
@@ -76,9 +78,16 @@ class PlaceKeys:
         return self._length[key]
 
     def tokens(self, key: PlaceKey) -> tuple[int, ...]:
-        """The prefix's tokens, rebuilt by walking up: O(its length)."""
+        """The prefix's tokens, rebuilt by walking up: O(its length) the first time, then kept (a snapshot asks
+        for the same nodes' prefixes call after call; only the prefixes asked for are kept, never every one)."""
+        known = self._tokens.get(key)
+        if known is not None:
+            return known
+        start = key
         blocks: list[tuple[int, ...]] = []
         while self._parent[key] >= 0:
             blocks.append(self._block[key])
             key = self._parent[key]
-        return tuple(token for block in reversed(blocks) for token in block)
+        blocks.reverse()
+        found = self._tokens[start] = tuple(itertools.chain.from_iterable(blocks))
+        return found

@@ -7,6 +7,8 @@ translation are ``test_vllm_translation.py``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from spec.api import BlockRemoved, BlockStored, InvalidArgument, NotLocked, PrefixCache, PublishesEvents, UnknownNode
@@ -134,3 +136,28 @@ def test_a_cached_block_after_a_computed_one_is_refused_before_vllm_sees_it() ->
         cache.insert([1, 1, 1, 1], [20, 11])
     assert cache.snapshot() == before and free_queue_is_the_cached_unheld_blocks(cache)
     assert cache.insert([1, 1, 1, 1], [10, 21]).duplicates == [] and cache.cached_blocks() == 3
+
+
+def test_the_snapshots_nodes_kept_between_calls_are_the_ones_built_afresh() -> None:
+    """The adapter builds its nodes' views again only after a call that changed them: after each kind of call
+    (a match that makes a node, a lock, an unlock, an insert, an evict) they are what a fresh build gives."""
+    from examples.vllm.translation import node_views
+
+    cache = make_cache(2)
+
+    def fresh() -> tuple[object, ...]:
+        return node_views(cache.tree, cache.ids.caller_of, lambda node: len(node.locks))  # type: ignore[attr-defined]
+
+    leaf = cache.insert([1, 2, 3, 4, 5, 6], [10, 11, 12]).node
+    steps: list[Callable[[], object]] = [
+        lambda: cache.match_prefix([1, 2, 3, 4, 9]),  # a node ends inside the leaf from now on
+        lambda: cache.lock(leaf),
+        lambda: cache.insert([1, 2, 7, 8], [10, 20]),
+        lambda: cache.unlock(leaf),
+        lambda: cache.evict(2),
+        lambda: cache.match_prefix([1, 2, 3, 4, 9]),  # a match that changes no node
+    ]
+    for step in steps:
+        cache.snapshot()  # the views kept, then the call
+        step()
+        assert cache.snapshot().nodes == fresh()

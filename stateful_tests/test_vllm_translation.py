@@ -130,6 +130,18 @@ def test_an_insert_is_one_node_and_a_match_inside_it_splits_it() -> None:
     assert tree.longest_cached(place(1, 2, 3, 4, 9, 9)) == place(1, 2, 3, 4)
 
 
+def test_a_branch_where_no_node_ends_gives_each_node_below_it_the_blocks_above() -> None:
+    """The walk grows a node's lists in place down a chain; at a branch with no node each branch gets its own copy
+    (shared lists would show one branch's blocks in the other's node)."""
+    tree = PlaceTree(KEYS)
+    cached_chain(tree, (1, 2, 3, 4), [0, 1])
+    tree.cache(place(1, 2, 5, 6), 2)
+    tree.cache(place(1, 2, 5, 6, 7, 8), 3)
+    tree.end_node(place(1, 2, 3, 4), "left")
+    tree.end_node(place(1, 2, 5, 6, 7, 8), "right")
+    assert views(tree) == {((1, 2, 3, 4), (0, 1), ((), ())), ((1, 2, 5, 6, 7, 8), (0, 2, 3), ((), (), ()))}
+
+
 def test_a_copy_shows_at_its_position_and_takes_over_its_place_when_the_first_goes() -> None:
     tree = PlaceTree(KEYS)
     cached_chain(tree, (1, 2, 3, 4), [0, 1])

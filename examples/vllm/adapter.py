@@ -40,13 +40,12 @@ installs it into ``.venv-vllm``).
 from __future__ import annotations
 
 import itertools
-import operator
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from spec.api import (
-    ID_LIMIT,
     BlockId,
     BlockRemoved,
     BlockStored,
@@ -67,7 +66,7 @@ from examples.arguments import caller_count, caller_ids, caller_namespace
 from examples.sglang.adapter import namespace_key, namespace_of
 from examples.vllm.loading import Vllm, import_failure, load_vllm
 from examples.places import PlaceKeys
-from examples.vllm.translation import BlockIds, HashIndex, Place, PlaceTree, TranslationError, stored_places
+from examples.vllm.translation import BlockIds, HashIndex, Place, PlaceTree, TranslationError, node_views, stored_places
 
 
 load_vllm()  # vLLM's import takes about 20 s: at the target's import, not inside its first (timed) call
@@ -112,7 +111,10 @@ class VllmCache:
         self.spare: list[Any] = []  # vLLM blocks allocated to the adapter, standing for no cached id
         self.places: dict[BlockId, Place] = {}  # where each cached id lies (the adapter's own record, not the events')
         self.tree = PlaceTree(self.keys)
-        self.evicted_order: list[tuple[Any, BlockId]] = []  # (external hash, id) of each block evict took, in order
+        self.views: tuple[NodeView, ...] | None = None  # the snapshot's nodes, until a call changes them
+        # (hash key, id) of each block evict took, in order; the key is turned into the events' hash only when an
+        # event names it (vLLM reads an environment variable for each, about 10 us a block)
+        self.evicted_order: deque[tuple[Any, BlockId]] = deque()
         self.root_node = VllmNode(0)
         self.serials = itertools.count(1)
         self.requests = itertools.count()
@@ -148,8 +150,11 @@ class VllmCache:
         """R4: the node ending at ``place`` (a cached prefix), made when none ends there; the root for the empty prefix."""
         if self.keys.is_root(place):
             return self.root_node
-        node = self.tree.end_node(place, VllmNode(next(self.serials)))
+        made = VllmNode(next(self.serials))
+        node = self.tree.end_node(place, made)
         assert isinstance(node, VllmNode)
+        if node is made:
+            self.views = None
         return node
 
     def live(self, node: object) -> tuple[VllmNode, Place]:
@@ -213,6 +218,7 @@ class VllmCache:
         if any(self.ids.cached(block) for block in fresh):
             # R5 dup=keep: a request's blocks are the cached ones it reuses, then new ones (single_type_kv_cache_manager.py:290-313, :399-406).
             raise InvalidArgument("a vLLM request cannot reuse a cached block after a block it computed: its reused blocks lead")
+        self.views = None
         duplicates: list[BlockId] = []
         handed: list[Any] = []
         for position, block in enumerate(fresh, start=kept):
@@ -266,6 +272,7 @@ class VllmCache:
         if allocated is None:
             raise TranslationError("vLLM refused a request holding only cached blocks")
         live.locks.append(request)
+        self.views = None
 
     def unlock(self, node: NodeId) -> None:
         if node is self.root_node:
@@ -274,20 +281,22 @@ class VllmCache:
         if not live.locks:
             raise NotLocked(f"{node!r} holds no lock of its own")
         self.manager.free(live.locks.pop())
+        self.views = None
 
     def evict(self, n_blocks: int) -> list[BlockId]:
         wanted = caller_count(n_blocks)
         count = min(wanted, self.pool.get_num_free_blocks())
         going = list(itertools.islice(self.pool.free_block_queue.iter_blocks_after(None), count))
-        hashes = [self.vllm.external_hash(block.block_hash) for block in going]
+        keys = [block.block_hash for block in going]
         taken = self.pool.get_new_blocks(count)
         if [block.block_id for block in taken] != [block.block_id for block in going]:
             raise TranslationError("vLLM's get_new_blocks did not pop the head of its free queue")
+        self.views = None
         freed = [self.ids.release(block.block_id) for block in taken]
         for block, caller in zip(taken, freed):
             self.tree.evict(block.block_id)
             del self.places[caller]
-        self.evicted_order.extend(zip(hashes, freed))
+        self.evicted_order.extend(zip(keys, freed))
         self.spare.extend(taken)
         self.evicted += len(freed)
         return freed
@@ -313,16 +322,14 @@ class VllmCache:
     def snapshot(self) -> Snapshot:
         """R11 under ``use=release``: every node (``translation.PlaceTree``) by namespace and prefix, with its
         own first blocks, the further copies at each position, and its lock requests; ``released`` is vLLM's
-        free queue from its head: the unpinned blocks in the order ``evict`` (``get_new_blocks``) takes them."""
-        views: list[NodeView] = []
-        for place, node, own, copies in self.tree.nodes():
-            namespace, prefix = cast(Namespace, self.keys.namespace(place)), self.keys.tokens(place)
-            assert isinstance(node, VllmNode)
-            shown = tuple(tuple(self.ids.caller_of[block] for block in at) for at in copies)
-            views.append(NodeView(prefix, tuple(self.ids.caller_of[block] for block in own), len(node.locks), namespace, shown if any(shown) else ()))
-        views.sort(key=lambda view: (repr(view.namespace), view.prefix))
+        free queue from its head: the unpinned blocks in the order ``evict`` (``get_new_blocks``) takes them.
+
+        The nodes are the adapter's own record (no vLLM state in them): built again only after a call changed
+        them (``views``), so a snapshot of an unchanged tree costs the free queue's walk alone."""
+        if self.views is None:
+            self.views = node_views(self.tree, self.ids.caller_of, lambda node: len(cast(VllmNode, node).locks))
         released = tuple(self.ids.caller_of[block.block_id] for block in self.pool.free_block_queue.iter_blocks_after(None))
-        return Snapshot(self.size, tuple(views), self.stats(), released)
+        return Snapshot(self.size, self.views, self.stats(), released)
 
     # R13 -----------------------------------------------------------------------------------------
 
@@ -348,7 +355,8 @@ class VllmCache:
                 for block_hash in event.block_hashes:
                     if not self.evicted_order:
                         raise TranslationError(f"vLLM's BlockRemoved of hash {block_hash!r} where evict took no block")
-                    taken_hash, caller = self.evicted_order.pop(0)
+                    taken_key, caller = self.evicted_order.popleft()
+                    taken_hash = self.vllm.external_hash(taken_key)
                     if taken_hash != block_hash:
                         raise TranslationError(f"vLLM's BlockRemoved names hash {block_hash!r}; the block evict took had {taken_hash!r}")
                     removed.append(self.index.remove(block_hash, caller))

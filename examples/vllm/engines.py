@@ -24,8 +24,10 @@ from spec.api import RULE_PRESETS, CacheFactory
 from examples.matrix import EngineSection, MatrixRow, render_matrix
 from examples.vllm.loading import import_failure, load_vllm
 from prefixspec.formats.trace import read_trace
-from prefixspec.running.identify import Difference, Verdict, identify, short_plan
+from prefixspec.running.identify import Difference, Verdict, identify, show_differences
 from prefixspec.running.report import CheckReport
+from prefixspec.running.parallel import available_cores
+from prefixspec.running.stage_workers import run_check_in_workers
 from prefixspec.running.stages import RunPlan, run_check
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,10 +128,13 @@ def run_vllm(out: Path, progress: bool) -> VllmRun:
 
     say("under vllm ...")
     started = time.perf_counter()
-    run.vllm = run_check(
+    # As `prefixspec check` runs it: its stages side by side on the cores this process may use (the same report).
+    run.vllm = run_check_in_workers(
         make_cache,
         target_name=TARGET,
-        plan=replace(base, rules=RULE_PRESETS["vllm"], out_dir=out / "vllm", replay_target=f"--target {TARGET} --rules vllm", reach=REACH),
+        plan=replace(
+            base, rules=RULE_PRESETS["vllm"], out_dir=out / "vllm", replay_target=f"--target {TARGET} --rules vllm", reach=REACH, jobs=available_cores()
+        ),
     )
     run.seconds["vllm"] = time.perf_counter() - started
     if not run.vllm.passed:
@@ -144,12 +149,14 @@ def run_vllm(out: Path, progress: bool) -> VllmRun:
     run.seconds["identify"] = time.perf_counter() - started
     run.identified = [verdict.rules.name for verdict in verdicts if verdict.conforms]
     run.identify_lines = [verdict.line() for verdict in verdicts]
+    run.identify_lines += [f"conforms to: {', '.join(run.identified) or 'none of the presets'}"]
+    run.identify_lines += [f"  {verdict.rules.name}: {verdict.rules.text}" for verdict in verdicts if verdict.conforms]
     if "vllm" not in run.identified:
         run.problems.append(f"identify named {run.identified}, not vllm")
 
     say("each rule where vllm differs from strict ...")
     started = time.perf_counter()
-    run.differences = every_difference(make_cache, base, out)
+    run.differences = every_difference(make_cache, base, out, verdicts)
     run.seconds["differences"] = time.perf_counter() - started
     for difference in run.differences:
         if difference.verdict.conforms:
@@ -164,22 +171,20 @@ def every_rule(differences: list[Difference]) -> str:
     return f"; each rule: {', '.join(shown)}" if shown else ""
 
 
-def every_difference(make_cache: CacheFactory, base: RunPlan, out: Path) -> list[Difference]:
+def every_difference(make_cache: CacheFactory, base: RunPlan, out: Path, verdicts: list[Verdict]) -> list[Difference]:
     """Under ``strict`` each stage stops at its first difference, so one rule hides the others.  Here each field on
-    which ``vllm`` differs from ``strict`` is put back alone (``vllm`` with that one field ``strict``'s, or ``strict``
-    itself where the mix has no meaning), and a short check of the adapter under it must differ: its shortest
-    counterexample names that rule."""
-    strict, found = RULE_PRESETS["strict"], RULE_PRESETS["vllm"]
-    differences: list[Difference] = []
-    for rule_field in strict.differences(found):
-        try:
-            probe = found.with_variant(rule_field.key, strict.variant(rule_field.key))
-        except ValueError:
-            probe = strict  # that variant has a meaning only beside strict's others
-        plan = short_plan(replace(base, out_dir=out / "differences"), probe, rule_field.key)
-        report = run_check(make_cache, target_name=TARGET, plan=plan)
-        differences.append(Difference(rule_field, strict.variant(rule_field.key), found.variant(rule_field.key), Verdict(probe, report)))
-    return differences
+    which ``vllm`` differs from ``strict`` is shown alone (``identify.show_differences``): a short check of the adapter
+    under ``vllm`` with that one field ``strict``'s (or ``strict`` itself where the mix has no meaning) must differ,
+    and its shortest counterexample names that rule.  ``verdicts``: identify's short checks, reused."""
+    tried = {verdict.rules: verdict for verdict in verdicts}
+    return show_differences(
+        make_cache, target_name=TARGET, base=replace(base, out_dir=out / "differences"), preset=RULE_PRESETS["strict"], found=RULE_PRESETS["vllm"], tried=tried
+    )
+
+
+def in_checkout(line: str) -> str:
+    """A report line with the checkout's paths relative to it (the page is read in any checkout)."""
+    return line.replace(f"{ROOT}/", "")
 
 
 def section_of(run: VllmRun, version: str, torch_version: str) -> EngineSection:
@@ -209,7 +214,7 @@ def section_of(run: VllmRun, version: str, torch_version: str) -> EngineSection:
         f"shortest counterexample names the rule ({run.seconds.get('differences', 0.0):.0f} s):",
         "",
         "```",
-        *[difference.line() for difference in run.differences],
+        *[in_checkout(difference.line()) for difference in run.differences],
         "```",
         "",
     ]
@@ -217,11 +222,11 @@ def section_of(run: VllmRun, version: str, torch_version: str) -> EngineSection:
     reached = {event: sum(stage.events.get(event, 0) for stage in run.vllm.stages) for event in SHOWN_EVENTS}
     lines.append(
         f"{'PASSED' if run.vllm.passed else 'FAILED'}: {calls_of(run.vllm):,} calls in {len(run.vllm.stages)} stages, "
-        f"{run.seconds['vllm']:.0f} s; " + ", ".join(f"{event!r} {count:,}" for event, count in reached.items()) + "."
+        f"{run.seconds['vllm']:.0f} s, its stages side by side in {available_cores()} worker processes; " + ", ".join(f"{event!r} {count:,}" for event, count in reached.items()) + "."
     )
     if not REACH:
         lines += ["", f"The reach stages (extremes, scale) were not run: {REACH_NOTE}"]
-    lines += ["", "### `identify`", "", "```", *run.identify_lines, "```", ""]
+    lines += ["", "### `identify`", "", "```", *map(in_checkout, run.identify_lines), "```", ""]
     lines += [
         "### Upstream",
         "",

@@ -22,7 +22,7 @@ class Vllm:
     def __init__(self) -> None:
         # vLLM logs at INFO on import and on each manager it builds; the checker builds thousands.
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-        manager, pool, utils, interface, request, sampling, events, hashing, torch, vllm = quiet_imports(
+        manager, pool, utils, interface, request, sampling, events, hashing, gc_utils, torch, vllm = quiet_imports(
             "vllm.v1.core.kv_cache_manager",
             "vllm.v1.core.block_pool",
             "vllm.v1.core.kv_cache_utils",
@@ -31,6 +31,7 @@ class Vllm:
             "vllm.sampling_params",
             "vllm.distributed.kv_events",
             "vllm.utils.hashing",
+            "vllm.utils.gc_utils",
             "torch",
             "vllm",
         )
@@ -53,6 +54,10 @@ class Vllm:
         utils.init_none_hash(self.hash_function)
         self.sampling: Any = sampling.SamplingParams(max_tokens=1)
         self.spec_class: Any = interface.FullAttentionSpec
+        # As vLLM's engine does once it is up (``freeze_gc_heap``, utils/gc_utils.py:120-131, core.py:1529): the
+        # millions of objects torch and vLLM import are frozen out of the collector's walks, which otherwise took
+        # half of an insert of 2^16 blocks.
+        gc_utils.freeze_gc_heap()
 
     def new_manager(self, block_size: int) -> Any:
         """A ``KVCacheManager`` as the scheduler builds it for one full-attention group of block size B, with

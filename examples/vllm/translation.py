@@ -16,15 +16,19 @@ live here, so that ``make test`` checks them without vLLM installed:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
-from spec.api import BlockId, Namespace
+from spec.api import BlockId, Namespace, NodeView
 from examples.places import PlaceKey, PlaceKeys
 
 Place = PlaceKey
 """A cached prefix: its namespace and its tokens, a whole number of blocks long, as ``PlaceKeys`` numbers it (a
 tuple of its tokens would make an insert of n blocks quadratic in time and memory)."""
+
+
+NO_PLACES: frozenset[Place] = frozenset()
 
 
 class TranslationError(RuntimeError):
@@ -166,9 +170,10 @@ class PlaceTree:
         self.keys = keys
         self.copies: dict[Place, list[int]] = {}
         self.place_of: dict[int, Place] = {}
-        self.extensions: dict[Place, set[Place]] = {}
+        self.extensions: dict[Place, set[Place]] = {}  # the cached places one block longer, for places that have any
         self.node_at: dict[Place, object] = {}
         self.end_of: dict[object, Place] = {}
+        self.roots: set[Place] = set()  # the namespaces' empty prefixes that places were cached under
 
     def parent(self, place: Place) -> Place:
         return self.keys.parent(place)
@@ -204,8 +209,10 @@ class PlaceTree:
         """vLLM cached ``block`` at ``place`` (a copy when the place holds a block already)."""
         blocks = self.copies.setdefault(place, [])
         if not blocks:
-            self.extensions.setdefault(self.parent(place), set()).add(place)
-            self.extensions.setdefault(place, set())
+            above = self.parent(place)
+            self.extensions.setdefault(above, set()).add(place)
+            if self.keys.is_root(above):
+                self.roots.add(above)
         blocks.append(block)
         self.place_of[block] = place
 
@@ -241,25 +248,46 @@ class PlaceTree:
             self.node_at[above] = node  # the cut leaf keeps its handle, one block shorter
             self.end_of[node] = above
         del self.copies[place]
-        del self.extensions[place]
+        self.extensions.pop(place, None)
         self.extensions[above].discard(place)
 
     def nodes(self) -> list[tuple[Place, object, list[int], list[list[int]]]]:
         """Every node as (its end, its handle, its own first blocks in token order, the further copies at each),
-        walking the places down from each namespace's root once."""
+        walking the places down from each namespace's root once.
+
+        A node's lists grow in place down its chain of places (copied only where a place with no node ends
+        branches): a node of n blocks costs O(n), not the O(n^2) of a fresh list at each block."""
         found: list[tuple[Place, object, list[int], list[list[int]]]] = []
         walk: list[tuple[Place, list[int], list[list[int]]]] = []
-        for top, below in self.extensions.items():
-            if self.keys.is_root(top):
-                walk.extend((place, [], []) for place in below)
+        for top in self.roots:
+            walk.extend((place, [], []) for place in self.extensions[top])
         while walk:
             place, own, copies = walk.pop()
-            blocks = self.copies[place]
-            own = own + [blocks[0]]
-            copies = copies + [blocks[1:]]
-            node = self.node_at.get(place)
-            if node is not None:
-                found.append((place, node, own, copies))
-                own, copies = [], []
-            walk.extend((longer, own, copies) for longer in self.extensions[place])
+            while True:  # down one chain of places, to the node that ends it
+                blocks = self.copies[place]
+                own.append(blocks[0])
+                copies.append(blocks[1:])
+                node = self.node_at.get(place)
+                below = self.extensions.get(place, NO_PLACES)
+                if node is not None:
+                    found.append((place, node, own, copies))
+                    walk.extend((longer, [], []) for longer in below)
+                    break
+                if len(below) != 1:
+                    walk.extend((longer, list(own), list(copies)) for longer in below)
+                    break
+                (place,) = below
         return found
+
+
+def node_views(tree: PlaceTree, caller_of: Mapping[int, BlockId], locks_of: Callable[[object], int]) -> tuple[NodeView, ...]:
+    """R11's nodes of a ``PlaceTree``: each by namespace and prefix, with its own first blocks and the further copies
+    at each position as the caller's ids, and ``locks_of`` its handle; sorted by namespace, then prefix."""
+    keys = tree.keys
+    views: list[NodeView] = []
+    for place, node, own, copies in tree.nodes():
+        shown = tuple(tuple(map(caller_of.__getitem__, at)) for at in copies) if any(copies) else ()
+        namespace = cast(Namespace, keys.namespace(place))
+        views.append(NodeView(keys.tokens(place), tuple(map(caller_of.__getitem__, own)), locks_of(node), namespace, shown))
+    views.sort(key=lambda view: (repr(view.namespace), view.prefix))
+    return tuple(views)

@@ -11,7 +11,7 @@ from pathlib import Path
 from spec.api import CacheFactory
 from prefixspec.commands.options import absolute_path, add_exec_options, output_folder, run_on_target
 from prefixspec.exit_status import ExitStatus
-from prefixspec.running.identify import IDENTIFY_EXAMPLES, IDENTIFY_STEPS, explain, identify
+from prefixspec.running.identify import IDENTIFY_EXAMPLES, IDENTIFY_STEPS, beside_strict, explain, identify
 from prefixspec.running.profiles import load_profile
 from prefixspec.running.stages import RunPlan
 from prefixspec.targets.loading import DEFAULT_TARGET
@@ -44,7 +44,15 @@ def identify_and_report(factory: CacheFactory, target_name: str, replay_target: 
         print(verdict.line())
     conforming = [verdict.rules.name for verdict in verdicts if verdict.conforms]
     print(f"conforms to: {', '.join(conforming) if conforming else 'none of the presets'}")
+    for verdict in verdicts:
+        if verdict.conforms:
+            print(f"  {verdict.rules.name}: {verdict.rules.text}")
     aborted = any(stage.aborted for verdict in verdicts for stage in verdict.report.stages)
+    differences = [] if aborted else beside_strict(factory, target_name=target_name, base=base, verdicts=verdicts, progress=None if arguments.quiet else sys.stderr)
+    if differences:
+        print(f"  {conforming[0]} differs from strict in {len(differences)} field{'s' if len(differences) != 1 else ''}, each shown alone:")
+        for difference in differences:
+            print(difference.line())
     if not conforming and not aborted and not arguments.no_explain:
         explanation = explain(factory, target_name=target_name, base=base, verdicts=verdicts, progress=None if arguments.quiet else sys.stderr)
         for line in explanation.lines():

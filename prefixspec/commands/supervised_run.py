@@ -19,7 +19,7 @@ from collections.abc import Callable
 from spec.api import parse_rules
 from prefixspec.commands.options import write_output
 from prefixspec.exit_status import ExitStatus, stopped_by
-from prefixspec.running.profiles import scratch_storage
+from prefixspec.running.profiles import chosen_profile, scratch_storage
 from prefixspec.running.report import CheckReport, StageResult, cut_long_lines
 from prefixspec.targets.interrupts import stop_signal
 from prefixspec.targets.loading import DEFAULT_TARGET
@@ -39,7 +39,7 @@ def target_name(arguments: argparse.Namespace) -> str:
 def finished_report(arguments: argparse.Namespace, ended: Ended | None) -> CheckReport:
     """A check's report of the stages the child finished (and said so) before it ended."""
     rules = getattr(arguments, "rules", None) or parse_rules("strict")
-    report = CheckReport(target_name(arguments), str(getattr(arguments, "profile", "ci")), getattr(arguments, "seed", None), rules=rules)
+    report = CheckReport(target_name(arguments), chosen_profile(getattr(arguments, "profile", None)), getattr(arguments, "seed", None), rules=rules)
     if ended is not None:
         report.stages = [value for kind, value in ended.messages if kind == "stage" and isinstance(value, StageResult)]
     return report

@@ -11,7 +11,9 @@ A target that conforms to no preset is explained (``explain``): every rule set t
 and ``RULE_REQUIREMENTS`` allow is probed with the golden trace and a short call machine, the
 first that passes is checked as a preset is, and every field on which it differs from the nearest
 preset is shown with the shortest counterexample of that difference alone (the found rule set
-with that one field put back to the preset's, where the combination has a meaning).
+with that one field put back to the preset's, where the combination has a meaning).  A target that
+conforms to a preset other than strict gets the same for each variant of it that is not strict's
+(``beside_strict``).
 """
 
 from __future__ import annotations
@@ -196,7 +198,27 @@ def explain(
     found = explanation.found.rules
     nearest = min(RULE_PRESETS, key=lambda name: len(RULE_PRESETS[name].differences(found)))
     explanation.nearest = nearest
-    preset = RULE_PRESETS[nearest]
+    explanation.differences = show_differences(
+        target, target_name=target_name, base=base, preset=RULE_PRESETS[nearest], found=found, tried=tried, progress=progress
+    )
+    return explanation
+
+
+def show_differences(
+    target: CacheFactory,
+    *,
+    target_name: str,
+    base: RunPlan,
+    preset: Rules,
+    found: Rules,
+    tried: dict[Rules, Verdict],
+    progress: TextIO | None = None,
+) -> list[Difference]:
+    """Every field on which ``found`` (a rule set the target conforms to) differs from ``preset``, each shown alone:
+    a short check under ``found`` with that one field put back to the preset's, or under the preset itself where
+    that combination has no meaning; its shortest counterexample shows the difference.  ``tried`` holds the short
+    checks run so far (reused, and the new ones added), so no rule set is checked twice."""
+    differences: list[Difference] = []
     for rule_field in preset.differences(found):
         try:
             probe_rules = found.with_variant(rule_field.key, preset.variant(rule_field.key))
@@ -210,5 +232,23 @@ def explain(
             report = run_check(target, target_name=target_name, plan=short_plan(base, probe_rules, f"differs-{rule_field.key}"))
             verdict = Verdict(probe_rules, report)
             tried[probe_rules] = verdict
-        explanation.differences.append(Difference(rule_field, preset.variant(rule_field.key), found.variant(rule_field.key), verdict))
-    return explanation
+        differences.append(Difference(rule_field, preset.variant(rule_field.key), found.variant(rule_field.key), verdict))
+    return differences
+
+
+def beside_strict(
+    target: CacheFactory,
+    *,
+    target_name: str,
+    base: RunPlan,
+    verdicts: list[Verdict],
+    progress: TextIO | None = None,
+) -> list[Difference]:
+    """For a target that conforms to a preset other than strict (the first of ``verdicts`` that conforms): every
+    variant it follows that is not strict's, each with the shortest counterexample of that difference alone."""
+    conforming = [verdict.rules for verdict in verdicts if verdict.conforms]
+    strict = RULE_PRESETS["strict"]
+    if not conforming or conforming[0] == strict:
+        return []
+    tried = {verdict.rules: verdict for verdict in verdicts}
+    return show_differences(target, target_name=target_name, base=base, preset=strict, found=conforming[0], tried=tried, progress=progress)
