@@ -369,6 +369,7 @@ def stop_all(children: list[Supervised]) -> None:
 
     Their output meanwhile is drained and dropped, so that none blocks on a full pipe while it unwinds."""
     for child in children:
+        child.beacon.ask_stop()
         _kill_group(child.pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_WITHIN
     waiting = list(children)
