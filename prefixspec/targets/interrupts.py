@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from spec.api import TargetFailure
 from prefixspec.targets.beacon import current
 
 if TYPE_CHECKING:  # the type of the hook's argument exists only in the stubs
@@ -78,6 +79,8 @@ def _redeliver_or(previous: Callable[[UnraisableHookArgs], object]) -> Callable[
             again.daemon = True
             again.start()
             return None
+        if isinstance(unraisable.exc_value, TargetFailure):
+            return None  # a call's alarm raised in a garbage collector's callback: its repeating timer raises it again
         return previous(unraisable)
 
     return hook

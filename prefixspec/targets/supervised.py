@@ -204,10 +204,23 @@ def _kill_group(pid: int, signum: int) -> None:
         pass
 
 
-def _child(work: Callable[[], int], beacon: Beacon, message_fd: int, output_fd: int) -> None:
+def _die_with(parent: int) -> None:
+    """End this child when ``parent`` ends, even by SIGKILL (a CI runner's time limit): no run goes on unwatched."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it ended before the line above took effect
+        os._exit(ExitStatus.FAILED.value)
+
+
+def _child(work: Callable[[], int], beacon: Beacon, message_fd: int, output_fd: int, parent: int) -> None:
     """The child's whole life: never returns, whatever ``work`` does (it ends the process with ``os._exit``)."""
     status = ExitStatus.FAILED.value
     try:
+        _die_with(parent)
         for sibling in Supervised._live.values():  # the parent's other children are not this one's to watch
             for fd in (sibling.message_read, sibling.output_read):
                 os.close(fd)
@@ -256,11 +269,12 @@ class Supervised:
         output_read, output_write = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:
             os.close(message_read)
             os.close(output_read)
-            _child(work, self.beacon, message_write, output_write)
+            _child(work, self.beacon, message_write, output_write, parent)
         os.close(message_write)
         os.close(output_write)
         self.pid, self.message_read, self.output_read = pid, message_read, output_read
