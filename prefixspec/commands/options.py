@@ -143,8 +143,7 @@ def distinct_outputs(folder: str, file: str | None, folder_option: str = "--out"
 def write_output(path: str, text: str, option: str) -> bool:
     """Write ``text`` to the file ``option`` names; False, with a one-line error, when it fails (``/dev/full``): the report on stdout stands."""
     try:
-        with open(path, "w", encoding="utf-8") as written:
-            written.write(text)
+        write_whole(path, text)
     except OSError as error:
         print(f"prefixspec: {option} {path}: the report could not be written there ({error.strerror}); it is printed on stdout alone", file=sys.stderr)
         return False

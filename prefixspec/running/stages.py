@@ -47,7 +47,7 @@ from prefixspec.drive.machines import (
 )
 from prefixspec.drive.growth import probe_growth
 from prefixspec.running.profiles import PROFILES, profile_settings
-from prefixspec.running.report import CheckReport, Progress, StageResult, cut_long_comments, flaky_failure
+from prefixspec.running.report import CheckReport, Progress, StageResult, cut_long_comments, flaky_failure, write_whole
 from prefixspec.drive.scale import SCALE_BUDGET, StageTooSlow, run_scale, too_slow
 from prefixspec.compare.shrink import DoesNotReproduce, counterexample_trace, first_disagreement, minimise
 
@@ -346,16 +346,23 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
     except DoesNotReproduce:
         stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
         return
-    plan.out_dir.mkdir(parents=True, exist_ok=True)
-    path, written = claimed_file(plan.out_dir, stage.name)
-    reproduce = f"prefixspec replay {shlex.quote(str(path))} {plan.replay_arguments}"
-    with written:
-        written.write(cut_long_comments(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text()))
-    stage.counterexample = str(path)
-    stage.counterexample_calls = len(kept)
     first_seen = stage.failure.splitlines()[0] if stage.failure else ""
     stage.rule = disagreement.rule
     stage.failure = f"{disagreement.describe()}\n(minimised to {len(kept)} of {len(calls)} calls; the run first saw it as: {first_seen})"
+    stage.counterexample_calls = len(kept)
+    path = Path()
+    try:
+        plan.out_dir.mkdir(parents=True, exist_ok=True)
+        path, claimed = claimed_file(plan.out_dir, stage.name)
+        claimed.close()
+        reproduce = f"prefixspec replay {shlex.quote(str(path))} {plan.replay_arguments}"
+        write_whole(path, cut_long_comments(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text()))
+    except OSError as error:  # a full disk mid-run: the verdict stands, no half-written trace is left
+        if path.name:
+            path.unlink(missing_ok=True)
+        stage.failure += f"\n(its counterexample could not be written in {plan.out_dir}: {error.strerror or error}; nothing of it was left there)"
+    else:
+        stage.counterexample = str(path)
     stage.seconds_to_report = time.perf_counter() - started
 
 
@@ -427,7 +434,7 @@ def report_flaky(stage: StageResult, failure: FlakyFailure, plan: RunPlan) -> No
         trace = cast(Trace, getattr(inner[0], "prefixspec_trace"))
         plan.out_dir.mkdir(parents=True, exist_ok=True)
         path = plan.out_dir / f"{stage.name.replace(' ', '_')}.flaky.trace"
-        path.write_text(trace.text(), encoding="utf-8")
+        write_whole(path, trace.text())
         texts.append(trace.text())
         written = str(path)
         stage.counterexample = str(path)
