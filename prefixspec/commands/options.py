@@ -13,6 +13,7 @@ from pathlib import Path
 
 from spec.api import RULE_FIELDS, RULE_PRESETS, CacheFactory, Rules, parse_rules
 from prefixspec.errors import UsageError
+from prefixspec.running.report import write_whole
 from prefixspec.targets.beacon import mark_stage
 from prefixspec.targets.loading import DEFAULT_TARGET
 from prefixspec.targets.named import load_target

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from prefixspec.errors import UsageError
 from prefixspec.formats.repeats import fold
 from prefixspec.formats.trace import Step, Trace, read_trace
 from prefixspec.running.recorded import Recording, shrink_within
+from prefixspec.running.report import write_whole
 
 
 def describe_call(step: Step) -> str:
@@ -72,7 +74,11 @@ def command_verify(arguments: argparse.Namespace) -> int:
     if status == ExitStatus.PASSED or not arguments.shrink:
         return status
     shrunk = shrink_within(recording, time_budget=arguments.time_budget)
-    out.write_text(shrunk_trace(arguments.file, recording, shrunk.kept).text(), encoding="utf-8")
+    try:
+        write_whole(out, shrunk_trace(arguments.file, recording, shrunk.kept).text())
+    except OSError as error:  # a full disk at the end of the cut: nothing half-written, the divergence above stands
+        print(f"prefixspec: --out {out}: the cut trace of {len(shrunk.kept)} calls could not be written there ({error.strerror or error}); nothing of it was left", file=sys.stderr)
+        return ExitStatus.USAGE
     print(f"shrunk to {len(shrunk.kept)} of {len(trace.steps)} calls: {out} (prefixspec verify {out} shows the divergence on its last line)")
     if shrunk.stopped_at_budget:
         print(
