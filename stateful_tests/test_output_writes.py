@@ -18,7 +18,6 @@ from hypothesis import settings
 
 import impl
 from prefixspec.commands.main import main
-from prefixspec.running import report
 from prefixspec.running.report import write_whole
 from prefixspec.running.stages import RunPlan, run_stage
 from stateful_tests.broken_caches import lock_pins_nothing
@@ -60,7 +59,7 @@ def test_a_device_is_written_in_place_and_its_failure_raised(tmp_path: Path) -> 
 
 def test_a_counterexample_whose_write_fails_mid_stage_is_reported_and_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "counterexamples"
-    monkeypatch.setattr(report.os, "fsync", disk_full)
+    monkeypatch.setattr(os, "fsync", disk_full)
     stage = run_stage("golden trace", lock_pins_nothing, RunPlan(base=settings(), out_dir=out))
     assert not stage.passed and not stage.aborted
     assert "could not be written" in stage.failure and "No space left on device" in stage.failure
@@ -75,7 +74,7 @@ def test_verify_shrink_whose_out_fails_is_usage_with_the_divergence_printed(tmp_
     recorded = tmp_path / "run.trace"
     recorded.write_text(record_engine_run(lock_pins_nothing(2)))
     cut = tmp_path / "cut.trace"
-    monkeypatch.setattr(report.os, "fsync", disk_full)
+    monkeypatch.setattr(os, "fsync", disk_full)
     assert main(["verify", str(recorded), "--shrink", "--out", str(cut)]) == 2
     output = capsys.readouterr()
     assert "diverge from the spec at line" in output.out

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+import impl
 import impl.variants
-from spec.api import CacheFactory
 from prefixspec.compare.shrink import first_disagreement, handles_resolve
 from prefixspec.formats.trace import parse_trace, read_trace
 from prefixspec.running.recorded import Recording, shrink
@@ -32,7 +32,7 @@ from prefixspec.vocabulary import TAKE_EVENTS
 from stateful_tests.broken_caches import LockPinsNothing
 from stateful_tests.test_verify import record_engine_run
 
-WRONG: dict[str, CacheFactory] = {
+WRONG: dict[str, Callable[[int], impl.RadixCache]] = {
     "lock pins nothing": LockPinsNothing,
     "evicts the newest": impl.variants.sglang_mru,
     "evicts the least used": impl.variants.sglang_lfu,

@@ -178,6 +178,8 @@ PROCESS_ENDS = {
     "kill": "killed by signal SIGKILL",
     "abort": "killed by signal SIGABRT",
     "c_exit": "exited with status 0",
+    "sigterm": "was sent SIGTERM (by its own code",
+    "sigint": "was sent SIGINT (by its own code",
 }
 """What ``hostile_targets.ends_its_process`` does to its process (``HOSTILE_END``), and words of the report."""
 
@@ -185,6 +187,7 @@ HOSTILE_MUTANTS = {
     "x_exit0": ("__import__('os')._exit(0)", "exited with status 0"),
     "x_kill": ("__import__('os').kill(__import__('os').getpid(), 9)", "killed by signal SIGKILL"),
     "x_exit6": ("__import__('sys').exit(6)", "1 of 1 mutants killed"),
+    "x_term": ("__import__('os').kill(__import__('os').getpid(), 15)", "1 of 1 mutants killed"),
     "x_interrupt": ("raise KeyboardInterrupt", "1 of 1 mutants killed"),
     "x_loop": ("while True: pass", "1 of 1 mutants killed"),
 }
