@@ -10,6 +10,7 @@ from pathlib import Path
 from prefixspec.exit_status import ExitStatus
 from prefixspec.commands.options import add_rules_option, output_file, positive_seconds
 from prefixspec.errors import UsageError
+from prefixspec.compare.shrink import LONG_TRACE
 from prefixspec.formats.repeats import fold
 from prefixspec.formats.trace import Step, Trace, read_trace
 from prefixspec.running.recorded import Recording, shrink_within
@@ -45,7 +46,10 @@ def shrunk_trace(file: str, recording: Recording, kept: Sequence[int]) -> Trace:
     cut = recording.cut(kept)
     assert cut is not None, "a shrunk trace resolves every handle"
     _, steps, spec_results = cut
-    folded = fold([Step(step.call, step.expected, 0) for step in steps])
+    plain = [Step(step.call, step.expected, 0) for step in steps]
+    # Folding repeats makes a short cut easy to read and costs seconds per 10,000 calls: a cut too long to read
+    # (LONG_TRACE, one that stopped at its budget) is written plain, so that --time-budget bounds the command.
+    folded = fold(plain) if len(plain) <= LONG_TRACE else plain
     trace = Trace(recording.trace.block_size, folded, rules=recording.trace.rules)
     trace.comments = [
         f"Cut by `prefixspec verify --shrink` from {file}: {len(steps)} of {len(recording.trace.steps)} calls.",
