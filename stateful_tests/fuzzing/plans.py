@@ -380,6 +380,10 @@ def option_plans(scratch: Path) -> list[Plan]:
     # A write that fails only at the end (a full device): the report on stdout all the same, and exit 2.
     full = ("check", "stateful_tests.hostile_targets:cached_blocks_float", *QUICK_CHECK, "--out", str(scratch / "out"), "--json", "/dev/full")
     plans.append(Plan("option", in_scratch(scratch, full, CHECK_LIMIT), frozenset({2}), "the report could not be written there"))
+    # verify --shrink's cut, written at the end to a full device: the divergence printed, exit 2, nothing half-written.
+    diverging = (str(scratch / "diverging.trace"), GOLDEN_TRACE.read_bytes().replace(b"\nevict 7 -> [0 1 2 3 4]\n", b"\nevict 7 -> [0 1 2 3]\n", 1))
+    cut = ("verify", diverging[0], "--shrink", "--out", "/dev/full")
+    plans.append(Plan("option", in_scratch(scratch, cut, TRACE_LIMIT), frozenset({2}), "could not be written there", files=(diverging,)))
     return plans
 
 
