@@ -288,9 +288,9 @@ def __getattr__(name: str) -> Callable[[int], object]:
 
 # Ends of the process itself: what only a supervised run survives ---------------------------------------
 
-ENDS = ("exit0", "exit3", "kill", "abort", "c_exit", "close_stdout", "mask_alarm", "retry_alarm", "thread_prints", "chdir", "wait")
+ENDS = ("exit0", "exit3", "kill", "abort", "c_exit", "sigterm", "sigint", "close_stdout", "mask_alarm", "retry_alarm", "thread_prints", "chdir", "wait")
 """What ``ends_its_process`` does when its moment comes (``HOSTILE_END``): ``os._exit(0)``, ``os._exit(3)``, SIGKILL
-to itself, ``os.abort()``, the C library's ``exit(0)``, closing fd 1 (then answering on), blocking SIGALRM and
+to itself, ``os.abort()``, the C library's ``exit(0)``, SIGTERM or SIGINT to itself (a stop the user never sent), closing fd 1 (then answering on), blocking SIGALRM and
 sleeping, sleeping in a loop that swallows every exception, a thread that prints 1,000 lines, a ``chdir``, writing
 the file ``HOSTILE_MARK`` names and sleeping (for a test to stop the run there)."""
 
@@ -309,6 +309,8 @@ def _end_process(how: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if how == "abort":
         os.abort()
+    if how in ("sigterm", "sigint"):
+        os.kill(os.getpid(), signal.SIGTERM if how == "sigterm" else signal.SIGINT)
     if how == "c_exit":
         ctypes.CDLL(None).exit(0)
     if how == "close_stdout":

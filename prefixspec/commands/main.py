@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
 def stopped(signum: int) -> int:
     """The one line and the exit status of a command stopped by ``signum``: 130 for Ctrl-C, 143 for SIGTERM (128 + N, as a shell says)."""
     how = "interrupted (Ctrl-C)" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
-    print(f"prefixspec: {how}; nothing was reported", file=sys.stderr)
+    if not supervised_child():  # a supervised child's stop is its supervisor's to print, with what finished
+        print(f"prefixspec: {how}; nothing was reported", file=sys.stderr)
     return stopped_by(signum)
 
 
@@ -91,3 +92,6 @@ def run_command(arguments: argparse.Namespace) -> int:
         return ExitStatus.USAGE if isinstance(failure, EngineProtocolError) and failure.before_handshake else ExitStatus.FAILED
     except KeyboardInterrupt:  # the user's Ctrl-C or a SIGTERM (a target's own is a TargetFailure); engines stopped on the way out
         return stopped(stop_signal() or signal.SIGINT)
+    except MemoryError:  # the checker's own work past the process's memory limit (a target's is its call's outcome)
+        print(f"prefixspec: the checker ran out of memory during {arguments.command} (a memory limit: ulimit -v, a cgroup); nothing was reported", file=sys.stderr)
+        return ExitStatus.FAILED

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from spec.api import RULE_FIELDS, RULE_PRESETS, CacheFactory, Rules, parse_rules
 from prefixspec.errors import UsageError
+from prefixspec.running.report import write_whole
 from prefixspec.targets.beacon import mark_stage
 from prefixspec.targets.loading import DEFAULT_TARGET
 from prefixspec.targets.named import load_target
@@ -143,8 +144,7 @@ def distinct_outputs(folder: str, file: str | None, folder_option: str = "--out"
 def write_output(path: str, text: str, option: str) -> bool:
     """Write ``text`` to the file ``option`` names; False, with a one-line error, when it fails (``/dev/full``): the report on stdout stands."""
     try:
-        with open(path, "w", encoding="utf-8") as written:
-            written.write(text)
+        write_whole(path, text)
     except OSError as error:
         print(f"prefixspec: {option} {path}: the report could not be written there ({error.strerror}); it is printed on stdout alone", file=sys.stderr)
         return False

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from prefixspec.exit_status import ExitStatus
 from prefixspec.commands.options import add_rules_option, output_file, positive_seconds
 from prefixspec.errors import UsageError
+from prefixspec.compare.shrink import LONG_TRACE
 from prefixspec.formats.repeats import fold
 from prefixspec.formats.trace import Step, Trace, read_trace
 from prefixspec.running.recorded import Recording, shrink_within
+from prefixspec.running.report import write_whole
 
 
 def describe_call(step: Step) -> str:
@@ -43,7 +46,10 @@ def shrunk_trace(file: str, recording: Recording, kept: Sequence[int]) -> Trace:
     cut = recording.cut(kept)
     assert cut is not None, "a shrunk trace resolves every handle"
     _, steps, spec_results = cut
-    folded = fold([Step(step.call, step.expected, 0) for step in steps])
+    plain = [Step(step.call, step.expected, 0) for step in steps]
+    # Folding repeats makes a short cut easy to read and costs seconds per 10,000 calls: a cut too long to read
+    # (LONG_TRACE, one that stopped at its budget) is written plain, so that --time-budget bounds the command.
+    folded = fold(plain) if len(plain) <= LONG_TRACE else plain
     trace = Trace(recording.trace.block_size, folded, rules=recording.trace.rules)
     trace.comments = [
         f"Cut by `prefixspec verify --shrink` from {file}: {len(steps)} of {len(recording.trace.steps)} calls.",
@@ -72,7 +78,11 @@ def command_verify(arguments: argparse.Namespace) -> int:
     if status == ExitStatus.PASSED or not arguments.shrink:
         return status
     shrunk = shrink_within(recording, time_budget=arguments.time_budget)
-    out.write_text(shrunk_trace(arguments.file, recording, shrunk.kept).text(), encoding="utf-8")
+    try:
+        write_whole(out, shrunk_trace(arguments.file, recording, shrunk.kept).text())
+    except OSError as error:  # a full disk at the end of the cut: nothing half-written, the divergence above stands
+        print(f"prefixspec: --out {out}: the cut trace of {len(shrunk.kept)} calls could not be written there ({error.strerror or error}); nothing of it was left", file=sys.stderr)
+        return ExitStatus.USAGE
     print(f"shrunk to {len(shrunk.kept)} of {len(trace.steps)} calls: {out} (prefixspec verify {out} shows the divergence on its last line)")
     if shrunk.stopped_at_budget:
         print(

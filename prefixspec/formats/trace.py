@@ -317,6 +317,8 @@ def read_trace(path: str | Path) -> Trace:
         return parse_trace(decode_trace(data))
     except TraceFormatError as error:
         raise TraceFormatError(error.line, f"{path}: {str(error).partition(': ')[2]}") from None
+    except MemoryError:  # under a memory limit (ulimit -v) a trace within LARGEST_TRACE may still not fit once parsed
+        raise UsageError(f"{path}: the checker ran out of memory parsing it ({len(data) >> 20} MiB)") from None
 
 
 @dataclass(frozen=True)

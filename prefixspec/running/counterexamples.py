@@ -15,7 +15,7 @@ from typing import TextIO
 from spec.api import CacheFactory
 from prefixspec.formats.trace import Trace
 from prefixspec.compare.shrink import DoesNotReproduce, counterexample_trace, minimise
-from prefixspec.running.report import StageResult, cut_long_comments
+from prefixspec.running.report import StageResult, cut_long_comments, write_whole
 from prefixspec.running.run_plan import RunPlan
 
 
@@ -40,16 +40,23 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
     except DoesNotReproduce:
         stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
         return
-    plan.out_dir.mkdir(parents=True, exist_ok=True)
-    path, written = claimed_file(plan.out_dir, stage.name)
-    reproduce = f"prefixspec replay {shlex.quote(str(path))} {plan.replay_arguments}"
-    with written:
-        written.write(cut_long_comments(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text()))
-    stage.counterexample = str(path)
-    stage.counterexample_calls = len(kept)
     first_seen = stage.failure.splitlines()[0] if stage.failure else ""
     stage.rule = disagreement.rule
     stage.failure = f"{disagreement.describe()}\n(minimised to {len(kept)} of {len(calls)} calls; the run first saw it as: {first_seen})"
+    stage.counterexample_calls = len(kept)
+    path = Path()
+    try:
+        plan.out_dir.mkdir(parents=True, exist_ok=True)
+        path, claimed = claimed_file(plan.out_dir, stage.name)
+        claimed.close()
+        reproduce = f"prefixspec replay {shlex.quote(str(path))} {plan.replay_arguments}"
+        write_whole(path, cut_long_comments(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text()))
+    except OSError as error:  # a full disk mid-run: the verdict stands, no half-written trace is left
+        if path.name:
+            path.unlink(missing_ok=True)
+        stage.failure += f"\n(its counterexample could not be written in {plan.out_dir}: {error.strerror or error}; nothing of it was left there)"
+    else:
+        stage.counterexample = str(path)
     stage.seconds_to_report = time.perf_counter() - started
 
 

@@ -21,6 +21,7 @@ from typing import TextIO
 from spec.api import Rules, TargetFailure
 from prefixspec.drive.seed_tests import SEED_TESTS
 from prefixspec.running.parallel import run_pool
+from prefixspec.running.report import write_whole
 from prefixspec.running.stages import RunPlan, run_check
 from prefixspec.errors import TargetError
 from prefixspec.exit_status import ExitStatus
@@ -45,6 +46,8 @@ class HuntResult:
     seconds: float = 0.0
     counterexample: str = ""
     counterexample_calls: int = 0
+    write_error: str = ""
+    """Where its counterexample could not be written, and why (a full disk): the trace is left out, not half-written."""
 
     @property
     def killed(self) -> bool:
@@ -106,8 +109,12 @@ def hunt_mutant(
             kept = out_dir / f"{mutant.id}.trace"
             # Its own lines name where it was written, a scratch folder gone with the hunt: they name its copy instead.
             text = Path(shortest.counterexample).read_text(encoding="utf-8")
-            kept.write_text(text.replace(shlex.quote(shortest.counterexample), shlex.quote(str(kept))), encoding="utf-8")
-            result.counterexample = str(kept)
+            try:
+                write_whole(kept, text.replace(shlex.quote(shortest.counterexample), shlex.quote(str(kept))))
+            except OSError as error:  # a full disk: the mutant's verdict stands, its trace is not half-written
+                result.write_error = f"{kept}: {error.strerror or error}"
+            else:
+                result.counterexample = str(kept)
             result.counterexample_calls = shortest.counterexample_calls
     result.seconds = time.perf_counter() - started
     return result
@@ -227,7 +234,7 @@ def table(results: list[HuntResult]) -> str:
     for result in results:
         first = "-" if result.seconds_to_first_failure is None else f"{result.seconds_to_first_failure:.2f} s"
         report = "-" if result.seconds_to_report is None else f"{result.seconds_to_report:.2f} s"
-        calls = f"{result.counterexample_calls} calls" if result.counterexample else "-"
+        calls = f"{result.counterexample_calls} calls" if result.counterexample else f"not written ({result.write_error})" if result.write_error else "-"
         seed = ", ".join(result.seed_killers) or "none"
         if result.missed_seed_tests:
             seed += f" (expected also: {', '.join(result.missed_seed_tests)})"

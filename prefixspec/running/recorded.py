@@ -25,6 +25,7 @@ removed handle is pointed at the first kept handle of the same node.
 
 from __future__ import annotations
 
+import math
 import pickle
 import re
 import time
@@ -92,6 +93,9 @@ class Recording:
     """Where the blocks that the first divergent result names were cached just before it, in the whole trace."""
     checkpoints: Checkpoints = field(default_factory=lambda: Checkpoints())
     """Walks part way along the best cut so far (``still_diverges``)."""
+    deadline: float = math.inf
+    """``time.monotonic()`` past which a walk gives up (a cut not shown to diverge): a replay of 100,000 calls takes
+    seconds, and ``--time-budget`` bounds the cut, its first replays included."""
 
     @classmethod
     def of(cls, trace: Trace) -> Recording:
@@ -184,6 +188,8 @@ class Recording:
         common = self.checkpoints.common_prefix(kept)
         start, walk = self.checkpoints.latest(common, self.new_walk)
         for position in range(start, len(kept)):
+            if position % 1024 == 0 and time.monotonic() >= self.deadline:
+                return None
             if start < position <= common:
                 self.checkpoints.save(position, walk)  # a walk of the best cut's own first calls: whatever this cut does
             if not self.take(walk, kept[position], last=position == len(kept) - 1):
@@ -327,7 +333,7 @@ def shrink_within(recording: Recording, *, time_budget: float = 60.0) -> Shrunk:
     (``still_diverges``).  What is returned always
     still diverges; ``stopped_at_budget`` says the budget, not the cut, ended it.
     """
-    deadline = time.monotonic() + time_budget
+    deadline = recording.deadline = time.monotonic() + time_budget
     last = recording.first_divergence()
     if last is None:
         raise ValueError("the recorded results agree with the spec: nothing to shrink")
@@ -336,7 +342,7 @@ def shrink_within(recording: Recording, *, time_budget: float = 60.0) -> Shrunk:
     # The reads' cut is tried first: it diverges whenever the whole prefix does (the reads change nothing), so the
     # whole prefix is walked only when it does not.
     best = recording.still_diverges(without_reads) or recording.still_diverges(range(last + 1))
-    if best is None:
-        return Shrunk(list(range(last + 1)), False)  # the whole prefix resolves no differently when cut; nothing to cut safely
+    if best is None:  # the whole prefix, up to and with its divergence, diverges as the verify found
+        return Shrunk(list(range(last + 1)), time.monotonic() >= deadline)  # the whole prefix resolves no differently when cut; nothing to cut safely
     best = delta_debug(best, recording.still_diverges, deadline, keep_last=True)
     return Shrunk(best, time.monotonic() >= deadline)

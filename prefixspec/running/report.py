@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import stat
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -22,6 +25,37 @@ def cut_line(line: str, where: str = "the report") -> str:
     if len(line) <= LONGEST_LINE:
         return line
     return f"{line[:LONGEST_LINE]}... ({len(line) - LONGEST_LINE:,} more characters cut from {where})"
+
+
+def write_whole(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` as the file ``path`` whole, or leave nothing of it: OSError when that fails (a full disk).
+
+    A regular file (or a new one) is written to a temporary file beside it and renamed over it, so a write that
+    fails midway leaves the old file (or none), never half a trace or half a JSON report.  A path that is no
+    regular file (``/dev/stdout``, ``/dev/full``, a FIFO) is written in place: renaming over it would replace it.
+    """
+    real = os.path.realpath(path)
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        mode = stat.S_IFREG
+    if not stat.S_ISREG(mode):
+        with open(real, "w", encoding="utf-8") as device:
+            device.write(text)
+        return
+    fd, temporary = tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{os.path.basename(real)}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as written:
+            written.write(text)
+            written.flush()
+            os.fsync(written.fileno())
+        os.replace(temporary, real)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
 
 
 def cut_long_lines(text: str, where: str = "the report") -> str:

@@ -47,7 +47,7 @@ from prefixspec.running.counterexamples import counterexample_path, write_counte
 from prefixspec.running.run_plan import REPORT_WITHIN as REPORT_WITHIN
 from prefixspec.running.run_plan import RunPlan as RunPlan
 from prefixspec.running.run_plan import rules_option as rules_option
-from prefixspec.running.report import CheckReport, Progress, StageResult, flaky_failure
+from prefixspec.running.report import CheckReport, Progress, StageResult, flaky_failure, write_whole
 from prefixspec.drive.scale import StageTooSlow, run_scale, too_slow
 from prefixspec.compare.shrink import first_disagreement
 
@@ -293,7 +293,7 @@ def report_flaky(stage: StageResult, failure: FlakyFailure, plan: RunPlan) -> No
         trace = cast(Trace, getattr(inner[0], "prefixspec_trace"))
         plan.out_dir.mkdir(parents=True, exist_ok=True)
         path = plan.out_dir / f"{stage.name.replace(' ', '_')}.flaky.trace"
-        path.write_text(trace.text(), encoding="utf-8")
+        write_whole(path, trace.text())
         texts.append(trace.text())
         written = str(path)
         stage.counterexample = str(path)

@@ -18,7 +18,8 @@ _TEXT_AT = _HEADER.size
 _TEXT_SIZE = 1024
 _STAGE_AT = _TEXT_AT + _TEXT_SIZE
 _STAGE_SIZE = 256
-_SIZE = _STAGE_AT + 2 + _STAGE_SIZE
+_STOP_AT = _STAGE_AT + 2 + _STAGE_SIZE
+_SIZE = _STOP_AT + 1
 
 IDLE, TIMED, UNTIMED = 0, 1, 2
 """A beacon's state: no target code running; target code under a time limit; target code without one (an import)."""
@@ -55,6 +56,13 @@ class Beacon:
         text = name.encode("utf-8", "replace")[:_STAGE_SIZE]
         self.memory[_STAGE_AT + 2 : _STAGE_AT + 2 + len(text)] = text
         struct.pack_into("<H", self.memory, _STAGE_AT, len(text))
+
+    def ask_stop(self) -> None:
+        """The supervisor's word, before it sends SIGTERM: this stop is the user's (a signal without it is not)."""
+        self.memory[_STOP_AT] = 1
+
+    def stop_asked(self) -> bool:
+        return self.memory[_STOP_AT] == 1
 
     def read(self) -> Reading:
         serial, state, length = _HEADER.unpack_from(self.memory, 0)

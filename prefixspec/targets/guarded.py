@@ -39,6 +39,7 @@ from typing import TypeVar, cast
 from spec.api import DIGEST_FEATURE, CacheFactory, NodeId, PrefixCache, Snapshot, TargetFailure
 from prefixspec.targets import alarm
 from prefixspec.targets.beacon import current
+from prefixspec.targets import interrupts
 from prefixspec.targets.interrupts import stop_requested
 from prefixspec.targets.plain import _Named, plain_data, plain_error, plain_result
 from prefixspec.vocabulary import BY_METHOD, CALLS, FEATURES, CallThrough, WrongResult, features_of
@@ -80,7 +81,7 @@ def _place(filename: str, line: int | None, function: str) -> str:
 
 def raised_at(error: BaseException) -> str:
     """The innermost line of ``error``'s traceback (the target's line that raised it), or "" without one."""
-    frames = traceback.extract_tb(error.__traceback__)
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename != interrupts.__file__]
     if not frames:
         return ""
     last = frames[-1]
@@ -102,6 +103,8 @@ def exit_words(error: SystemExit | KeyboardInterrupt) -> str:
         # Only a plain code is printed as it is: the repr of a target's own object would run its code, unguarded.
         shown = repr(code) if type(code) in (int, str, type(None)) else f"a {type(code).__name__}"
         return f"called sys.exit({shown})"
+    if isinstance(error, interrupts.OwnStopSignal):
+        return f"was sent {signal.Signals(error.signum).name} (by its own code: the user's stop comes through the checker)"
     return "raised KeyboardInterrupt though nobody pressed Ctrl-C"
 
 

@@ -20,6 +20,9 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from spec.api import TargetFailure
+from prefixspec.targets.beacon import current
+
 if TYPE_CHECKING:  # the type of the hook's argument exists only in the stubs
     from sys import UnraisableHookArgs
 
@@ -39,7 +42,21 @@ class _Received:
     signum: int | None = None
 
 
+class OwnStopSignal(KeyboardInterrupt):
+    """SIGINT or SIGTERM in a supervised child that its supervisor did not send: the target's own (``signum``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 def _note_and_interrupt(signum: int, frame: FrameType | None) -> None:
+    # In a supervised child only its supervisor stops the run (the user's keys reach the supervisor alone), and it
+    # says so in the beacon first; a signal without that word is the target's own (it signalled itself), as
+    # unnoted as a KeyboardInterrupt it raises.
+    supervisor = current()
+    if supervisor is not None and not supervisor.stop_asked():
+        raise OwnStopSignal(signum)
     _Received.signum = signum
     raise KeyboardInterrupt
 
@@ -62,6 +79,8 @@ def _redeliver_or(previous: Callable[[UnraisableHookArgs], object]) -> Callable[
             again.daemon = True
             again.start()
             return None
+        if isinstance(unraisable.exc_value, TargetFailure):
+            return None  # a call's alarm raised in a garbage collector's callback: its repeating timer raises it again
         return previous(unraisable)
 
     return hook

@@ -178,6 +178,8 @@ PROCESS_ENDS = {
     "kill": "killed by signal SIGKILL",
     "abort": "killed by signal SIGABRT",
     "c_exit": "exited with status 0",
+    "sigterm": "was sent SIGTERM (by its own code",
+    "sigint": "was sent SIGINT (by its own code",
 }
 """What ``hostile_targets.ends_its_process`` does to its process (``HOSTILE_END``), and words of the report."""
 
@@ -185,6 +187,7 @@ HOSTILE_MUTANTS = {
     "x_exit0": ("__import__('os')._exit(0)", "exited with status 0"),
     "x_kill": ("__import__('os').kill(__import__('os').getpid(), 9)", "killed by signal SIGKILL"),
     "x_exit6": ("__import__('sys').exit(6)", "1 of 1 mutants killed"),
+    "x_term": ("__import__('os').kill(__import__('os').getpid(), 15)", "1 of 1 mutants killed"),
     "x_interrupt": ("raise KeyboardInterrupt", "1 of 1 mutants killed"),
     "x_loop": ("while True: pass", "1 of 1 mutants killed"),
 }
@@ -377,6 +380,10 @@ def option_plans(scratch: Path) -> list[Plan]:
     # A write that fails only at the end (a full device): the report on stdout all the same, and exit 2.
     full = ("check", "stateful_tests.hostile_targets:cached_blocks_float", *QUICK_CHECK, "--out", str(scratch / "out"), "--json", "/dev/full")
     plans.append(Plan("option", in_scratch(scratch, full, CHECK_LIMIT), frozenset({2}), "the report could not be written there"))
+    # verify --shrink's cut, written at the end to a full device: the divergence printed, exit 2, nothing half-written.
+    diverging = (str(scratch / "diverging.trace"), GOLDEN_TRACE.read_bytes().replace(b"\nevict 7 -> [0 1 2 3 4]\n", b"\nevict 7 -> [0 1 2 3]\n", 1))
+    cut = ("verify", diverging[0], "--shrink", "--out", "/dev/full")
+    plans.append(Plan("option", in_scratch(scratch, cut, TRACE_LIMIT), frozenset({2}), "could not be written there", files=(diverging,)))
     return plans
 
 
