@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import signal
 import sys
 import threading
 import traceback
