@@ -801,7 +801,7 @@ class SpecCache:
         """R11: what puts the node at ``prefix`` in its place in the snapshot: R8's key, none under ``use=release``."""
         return () if self._rules.use == "release" else self.eviction_key(prefix)
 
-    # R11, kept: the same snapshot, and its digest, kept up to date as calls change the nodes, so that a lockstep
+    # Kept for R11: the same snapshot, and its digest, kept up to date as calls change the nodes, so that a lockstep
     # reads them after every call at the cost of what the call changed.  Bookkeeping, not a rule: the rules above
     # only mark what they change (``_reshaped``, ``_restamped``, ``_restamped_blocks``), and what is kept is held to
     # ``snapshot()`` and ``digest_from_scratch()`` (stateful_tests/test_snapshot_digest.py).

@@ -203,14 +203,23 @@ def test_an_engines_helper_in_a_group_or_session_of_its_own_is_ended(
     from prefixspec.targets import supervised
 
     if not reaping:
-        monkeypatch.setattr(supervised, "_set_subreaper", lambda on: False)
+        monkeypatch.setattr(supervised, "set_subreaper", lambda on: False)
     seconds = unique_seconds(1031)
     own = f"setsid sleep {seconds}" if make_own == "setsid" else f"{shlex.quote(sys.executable)} -c 'import os,time; os.setpgid(0,0); time.sleep({seconds})'"
     serve = f"cd {shlex.quote(str(ROOT))} && exec {shlex.quote(sys.executable)} -m stateful_tests.engines.serve"
     try:
         status, _, _ = run(["replay", str(GOLDEN_TRACE), "--exec", f"{own} & {serve}", "--timeout", "30"], capsys)
         assert status == ExitStatus.PASSED
+        if not reaping:  # a helper started with `&` may still be starting (setsid forks) when the run ends: wait for it
+            for _ in range(50):
+                if marked(seconds):
+                    break
+                time.sleep(0.1)
         assert bool(marked(seconds)) is not reaping
     finally:
-        end_marked(seconds)  # what the negative control shows surviving, and anything a failed run left
+        for _ in range(50):  # what the negative control shows surviving, and anything a failed run left
+            end_marked(seconds)  # (setsid may fork its child while the first end runs: ended again until none is left)
+            if not marked(seconds):
+                break
+            time.sleep(0.1)
     assert not marked(seconds)

@@ -333,16 +333,20 @@ def shrink_within(recording: Recording, *, time_budget: float = 60.0) -> Shrunk:
     (``still_diverges``).  What is returned always
     still diverges; ``stopped_at_budget`` says the budget, not the cut, ended it.
     """
-    deadline = recording.deadline = time.monotonic() + time_budget
-    last = recording.first_divergence()
-    if last is None:
-        raise ValueError("the recorded results agree with the spec: nothing to shrink")
-    steps = recording.trace.steps
-    without_reads = [index for index in range(last + 1) if index == last or steps[index].call.op not in READS_ONLY]
-    # The reads' cut is tried first: it diverges whenever the whole prefix does (the reads change nothing), so the
-    # whole prefix is walked only when it does not.
-    best = recording.still_diverges(without_reads) or recording.still_diverges(range(last + 1))
-    if best is None:  # the whole prefix, up to and with its divergence, diverges as the verify found
-        return Shrunk(list(range(last + 1)), time.monotonic() >= deadline)  # the whole prefix resolves no differently when cut; nothing to cut safely
-    best = delta_debug(best, recording.still_diverges, deadline, keep_last=True)
-    return Shrunk(best, time.monotonic() >= deadline)
+    deadline = time.monotonic() + time_budget
+    try:
+        last = recording.first_divergence()
+        if last is None:
+            raise ValueError("the recorded results agree with the spec: nothing to shrink")
+        steps = recording.trace.steps
+        without_reads = [index for index in range(last + 1) if index == last or steps[index].call.op not in READS_ONLY]
+        # The reads' cut is tried first: it diverges whenever the whole prefix does (the reads change nothing), so the
+        # whole prefix is walked only when it does not.
+        best = recording.still_diverges(without_reads) or recording.still_diverges(range(last + 1))
+        if best is None:  # the whole prefix, up to and with its divergence, diverges as the verify found
+            return Shrunk(list(range(last + 1)), time.monotonic() >= deadline)  # the whole prefix resolves no differently when cut; nothing to cut safely
+        recording.deadline = deadline  # the first cut (the reads') is walked whole: what is returned must diverge
+        best = delta_debug(best, recording.still_diverges, deadline, keep_last=True)
+        return Shrunk(best, time.monotonic() >= deadline)
+    finally:  # the budget bounds this cut alone: a later walk of the recording (its caller's check) is not cut short
+        recording.deadline = math.inf
