@@ -287,16 +287,5 @@ class RadixTree(EvictableTree):
                 stack.append((child, child_prefix, child_namespace))
 
     def check_invariants(self) -> None:
-        """Assert every structural fact of the tree; AssertionError names the first broken one.
-
-        Checked: parent links, child keys, segment and block lengths, prefix
-        ends, ownership, pins equal to the locks of the subtree, the counters
-        and the set of held ids recomputed from the nodes, one owner per block
-        id, parents used no earlier than their children, distinct last uses
-        among leaves, and an LRU queue whose live entries are exactly the
-        unpinned leaves at their last use, with no more stale entries than live
-        ones, a FIFO in order and a heap in heap order.
-
-        Runtime complexity: O(total tokens + q log q + the largest id held); meant for tests.
-        """
+        """Assert every structural fact of the tree (``impl.tree_check.check_tree`` says which); meant for tests."""
         check_tree(self)
