@@ -263,7 +263,7 @@ HOSTILE: dict[str, Hostile] = {
     "snapshot_nodes_none": Hostile(_factory(SnapshotNodesNone), 1, "snapshot"),
     "unprintable_error_in_match": Hostile(_factory(UnprintableErrorInMatch), 1, "crash UnprintableError"),
     "recurses_in_match": Hostile(_factory(RecursesInMatch), 1, "crash RecursionError"),
-    "memory_error_in_insert": Hostile(_factory(MemoryErrorInInsert), 1, "crash MemoryError"),
+    "memory_error_in_insert": Hostile(_factory(MemoryErrorInInsert), 1, "ran out of memory (MemoryError) in its insert()"),
     "fails_after_two_caches": Hostile(fails_after_two_caches, 1, "when asked for a cache"),
     "returns_none": Hostile(returns_none, 2, "lacks"),
     "huge_message_in_match": Hostile(_factory(HugeMessageInMatch), 1, "more characters cut", checked=False),
@@ -288,9 +288,9 @@ def __getattr__(name: str) -> Callable[[int], object]:
 
 # Ends of the process itself: what only a supervised run survives ---------------------------------------
 
-ENDS = ("exit0", "exit3", "kill", "abort", "c_exit", "sigterm", "sigint", "close_stdout", "mask_alarm", "retry_alarm", "thread_prints", "chdir", "wait")
+ENDS = ("exit0", "exit3", "kill", "abort", "c_exit", "oom", "sigterm", "sigint", "close_stdout", "mask_alarm", "retry_alarm", "thread_prints", "chdir", "wait")
 """What ``ends_its_process`` does when its moment comes (``HOSTILE_END``): ``os._exit(0)``, ``os._exit(3)``, SIGKILL
-to itself, ``os.abort()``, the C library's ``exit(0)``, SIGTERM or SIGINT to itself (a stop the user never sent), closing fd 1 (then answering on), blocking SIGALRM and
+to itself, ``os.abort()``, the C library's ``exit(0)``, running out of memory (``hostile_memory``), SIGTERM or SIGINT to itself (a stop the user never sent), closing fd 1 (then answering on), blocking SIGALRM and
 sleeping, sleeping in a loop that swallows every exception, a thread that prints 1,000 lines, a ``chdir``, writing
 the file ``HOSTILE_MARK`` names and sleeping (for a test to stop the run there)."""
 
@@ -313,6 +313,10 @@ def _end_process(how: str) -> None:
         os.kill(os.getpid(), signal.SIGTERM if how == "sigterm" else signal.SIGINT)
     if how == "c_exit":
         ctypes.CDLL(None).exit(0)
+    if how == "oom":
+        from stateful_tests.hostile_memory import run_out_of_memory
+
+        run_out_of_memory()
     if how == "close_stdout":
         os.close(1)
     if how == "mask_alarm":

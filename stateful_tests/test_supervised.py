@@ -52,8 +52,16 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     return status, captured.out, captured.err
 
 
-@pytest.mark.parametrize("end", ENDINGS)
-@pytest.mark.parametrize("stage", ["golden trace", "call machine"])
+OUT_OF_MEMORY = "ran out of memory (MemoryError)"
+"""The words of ``HOSTILE_END=oom`` (``hostile_memory``): not an end of the process but a call that cannot finish, with the
+memory limit still on the process that must write the report."""
+
+LATE_CELLS = [("extremes", "exit3"), ("extremes", "c_exit"), ("scale", "kill"), ("scale", "abort")]
+"""The stages after the machines, through the whole command (each cell runs the stages before it): two deeds each,
+the rest of their row is ``test_every_stage_is_supervised``'s."""
+
+
+@pytest.mark.parametrize(("stage", "end"), [(stage, end) for stage in ("golden trace", "call machine") for end in ENDINGS] + LATE_CELLS)
 def test_an_end_of_the_process_in_a_call_is_a_report_naming_the_call(
     end: str, stage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -112,23 +120,63 @@ def test_an_end_of_the_process_while_shrinking_is_a_report(
     assert not list(tmp_path.iterdir())  # nothing half written: the shrinking never finished
 
 
+MEMORY_CELLS = {
+    "factory": (["replay", str(GOLDEN_TRACE), "--target", TARGET], "factory", ExitStatus.USAGE),
+    "a call of a check": (["check", TARGET, "--quiet", "--profile", "dev", "--steps", "30"], "call machine", ExitStatus.FAILED),
+    "a replay": (["replay", str(GOLDEN_TRACE), "--target", TARGET], "the replay", ExitStatus.FAILED),
+    "shrinking": (["check", SHRINKING, "--quiet", "--profile", "dev"], "", ExitStatus.FAILED),
+}
+"""Where ``HOSTILE_END=oom`` runs the target out of memory, through the command: its argv, ``HOSTILE_STAGE``, the status."""
+
+
+@pytest.mark.parametrize("place", MEMORY_CELLS)
+def test_running_out_of_memory_is_a_report_wherever_it_happens(
+    place: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The memory limit falls on the supervised child alone: this process's own limit is what it was."""
+    import resource
+
+    argv, stage, expected = MEMORY_CELLS[place]
+    monkeypatch.setenv("HOSTILE_END", "oom")
+    monkeypatch.setenv("HOSTILE_STAGE", stage)
+    limit = resource.getrlimit(resource.RLIMIT_AS)
+    status, out, err = run([*argv, *(["--out", str(tmp_path)] if argv[0] == "check" else [])], capsys)
+    assert status == expected, out + err
+    assert OUT_OF_MEMORY in (err if expected == ExitStatus.USAGE else out), out + err
+    assert "checker ran out of memory" not in out + err and "result: PASSED" not in out
+    assert resource.getrlimit(resource.RLIMIT_AS) == limit
+
+
+@pytest.mark.parametrize("end", [*ENDINGS, "oom"])
 @pytest.mark.parametrize("stage", list(STAGES))
-def test_every_stage_is_supervised(stage: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each stage alone in a supervised child (the command runs them in order; the earlier ones take minutes)."""
-    monkeypatch.setenv("HOSTILE_END", "exit0")
+def test_every_stage_is_supervised(stage: str, end: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each stage alone in a supervised child, every deed (the command runs the stages in order; the earlier ones take minutes).
+
+    An end of the process is the supervisor's to report: the child ends with no word, in the call its beacon names.
+    Running out of memory is the stage's own report, written by the child under its memory limit.
+    """
+    monkeypatch.setenv("HOSTILE_END", end)
     monkeypatch.setenv("HOSTILE_STAGE", stage)
     plan = replace(RunPlan.of_profile("dev"), base=settings(max_examples=3), min_engine_steps=30)
+    written = tmp_path / "failure.txt"
 
     def work() -> int:
         factory = load_target(TARGET, 5.0)
         announce_stage(stage, None)
-        run_stage(stage, factory, plan)
-        return ExitStatus.PASSED
+        result = run_stage(stage, factory, plan)
+        written.write_text(result.failure, encoding="utf-8")
+        return ExitStatus.FAILED if result.aborted else ExitStatus.PASSED
 
     ended = supervise(work, 5.0)
-    assert ended.status is None and ended.how == ENDINGS["exit0"]
+    if end == "oom":
+        assert ended.status == ExitStatus.FAILED, ended
+        failure = written.read_text(encoding="utf-8")
+        assert f"{OUT_OF_MEMORY} in its match_prefix()" in failure and "the check cannot go on" in failure, failure
+        return
+    assert ended.status is None and ended.how.startswith(ENDINGS[end])
     assert ended.reading.stage == stage
     assert "match_prefix()" in ended.where() and "call" in ended.where()
+    assert not written.exists()
 
 
 @pytest.mark.parametrize(("end", "words"), [("mask_alarm", "ran on past the alarm"), ("retry_alarm", "ran on past the alarm")])

@@ -87,9 +87,13 @@ def run_command(arguments: argparse.Namespace) -> int:
     except (UsageError, TraceFormatError, OSError) as error:
         print(f"prefixspec: {error}", file=sys.stderr)
         return ExitStatus.USAGE
-    except TargetFailure as failure:  # a target that failed as a program outside a check's stages
-        print(failure, file=sys.stderr)
-        return ExitStatus.USAGE if isinstance(failure, EngineProtocolError) and failure.before_handshake else ExitStatus.FAILED
+    except TargetFailure as failure:  # a target that failed as a program outside a check's stages (replay, verify)
+        if isinstance(failure, EngineProtocolError) and failure.before_handshake:
+            print(failure, file=sys.stderr)  # an engine that never started: a usage error, as one that cannot be loaded
+            return ExitStatus.USAGE
+        # A report, as a disagreement's and as the supervisor's of a target that ended its process: on stdout.
+        print(f"{failure}\nresult: FAILED")
+        return ExitStatus.FAILED
     except KeyboardInterrupt:  # the user's Ctrl-C or a SIGTERM (a target's own is a TargetFailure); engines stopped on the way out
         return stopped(stop_signal() or signal.SIGINT)
     except MemoryError:  # the checker's own work past the process's memory limit (a target's is its call's outcome)

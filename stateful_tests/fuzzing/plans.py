@@ -178,6 +178,7 @@ PROCESS_ENDS = {
     "kill": "killed by signal SIGKILL",
     "abort": "killed by signal SIGABRT",
     "c_exit": "exited with status 0",
+    "oom": "ran out of memory (MemoryError)",
     "sigterm": "was sent SIGTERM (by its own code",
     "sigint": "was sent SIGINT (by its own code",
 }
