@@ -46,6 +46,7 @@ def without_times(text: str, folder: Path) -> str:
 
 def json_without_times(path: Path, folder: Path) -> object:
     report = json.loads(path.read_text(encoding="utf-8").replace(str(folder), "OUT"))
+    report.pop("seconds")
     for stage in report["stages"]:
         for key in ("seconds", "seconds_to_failure", "seconds_to_report"):
             stage.pop(key)
@@ -244,3 +245,14 @@ def test_two_workers_that_end_together_where_the_first_drops_the_second_are_one_
 
     finished = parallel.run_pool({"first": lambda: 0, "second": lambda: 0}, 2, None, ended)
     assert told == ["first"] and list(finished) == ["first"], (told, list(finished))
+
+
+def test_the_result_line_gives_the_runs_wall_time_not_the_sum_of_stages_side_by_side() -> None:
+    """Under ``-j`` the stages overlap: their sum overstates the run (the negative control: a report with no wall time)."""
+    from prefixspec.running.report import CheckReport, StageResult
+
+    stages = [StageResult("call machine", True, 5.0), StageResult("engine machine", True, 7.0)]
+    side_by_side = CheckReport("t", "ci", None, stages=stages, wall_seconds=7.5)
+    assert side_by_side.summary().endswith("result: PASSED in 7.5 s") and side_by_side.as_json()["seconds"] == 7.5
+    assembled = CheckReport("t", "ci", None, stages=stages)
+    assert assembled.summary().endswith("result: PASSED in 12.0 s")

@@ -87,6 +87,7 @@ def run_check_in_workers(target: CacheFactory, *, target_name: str, plan: RunPla
     With ``plan.jobs`` of 1, ``run_check`` itself, in this process."""
     if plan.jobs <= 1:
         return run_check(target, target_name=target_name, plan=plan)
+    started = time.perf_counter()
     report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules)
     results: dict[str, StageResult] = {}
     announced: list[str] = []
@@ -113,4 +114,5 @@ def run_check_in_workers(target: CacheFactory, *, target_name: str, plan: RunPla
     for stage in results.values():  # a stage that ran but that one process would not have run leaves no file behind
         if all(stage is not kept for kept in report.stages) and stage.counterexample:
             Path(stage.counterexample).unlink(missing_ok=True)
+    report.wall_seconds = time.perf_counter() - started
     return report

@@ -225,6 +225,7 @@ def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> Check
     """Every stage in order in this process, each to its first failure; a target that fails as a program stops the run.
 
     ``stage_workers.run_check_in_workers`` runs them side by side in worker processes, to the same report."""
+    started = time.perf_counter()
     report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules)
     for name in STAGES:
         if name in REACH_STAGES and not (plan.reach and report.passed):
@@ -237,6 +238,7 @@ def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> Check
             plan.announce(name, stage)
         if stage.aborted:
             break
+    report.wall_seconds = time.perf_counter() - started
     return report
 
 
