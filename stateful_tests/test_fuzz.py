@@ -97,3 +97,18 @@ def test_every_case_of_the_tables_gets_its_documented_outcome(sandbox: Sandbox, 
         _, found = run_plan(sandbox, plan)
         broken.extend(f"{plan.case.argv} {dict(plan.case.env) or ''}:\n    " + "\n    ".join(found) for _ in found[:1])
     assert not broken, f"{len(broken)} cases broke promises:\n" + "\n".join(broken)
+
+
+def test_the_campaign_gives_every_family_its_quota(tmp_path: Path) -> None:
+    """``make fuzz`` runs each family of the drawn and the table plans: a family with no weight ended the campaign
+    with a KeyError after its 10,000 cases, and its report unprinted (the negative control: a family the weights lack)."""
+    from stateful_tests.fuzzing.campaign import WEIGHTS, drawn_families, quotas, table_families
+
+    families = set(drawn_families(tmp_path)) | set(table_families(tmp_path))
+
+    def unweighted(weights: dict[str, int]) -> set[str]:
+        return families - set(weights)
+
+    assert not unweighted(WEIGHTS) and set(WEIGHTS) <= families
+    assert all(share > 0 for share in quotas(10_000).values()) and sum(quotas(10_000).values()) == 10_000
+    assert unweighted({family: weight for family, weight in WEIGHTS.items() if family != "process end"}) == {"process end"}

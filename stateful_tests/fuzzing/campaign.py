@@ -40,8 +40,9 @@ from stateful_tests.fuzzing.plans import (
 )
 from stateful_tests.fuzzing.sandbox import ROOT, Sandbox
 
-WEIGHTS = {"trace": 88, "engine": 6, "target": 3, "option": 1, "interrupt": 2}
-"""Per hundred cases: hostile traces take a few tens of milliseconds, engines and Ctrl-C up to seconds."""
+WEIGHTS = {"trace": 87, "engine": 6, "target": 3, "option": 1, "interrupt": 2, "process end": 1}
+"""Per hundred cases, one weight for each family of ``drawn_families`` and ``table_families`` (a test holds the two
+alike): hostile traces take a few tens of milliseconds, engines, Ctrl-C and ends of a target's process up to seconds."""
 
 KEPT = ROOT / "counterexamples" / "fuzz"
 
@@ -75,6 +76,7 @@ class Tally:
         self.slowest = max(self.slowest, seconds)
         if broken:
             number = len(self.broken) + 1
+            print(f"  broken promise {number}: {plan.case.argv} (env {dict(plan.case.env)}): {broken[0]}", file=sys.stderr, flush=True)
             note = f"{number}. {plan.case.argv} (env {dict(plan.case.env)}):\n   " + "\n   ".join(broken)
             for path, data in plan.files:
                 KEPT.mkdir(parents=True, exist_ok=True)
@@ -92,18 +94,19 @@ class Tally:
 
     def summary(self) -> str:
         lines = [f"prefixspec fuzz campaign: {self.cases:,} cases in {time.monotonic() - self.started:.0f} s (slowest {self.slowest:.1f} s)"]
-        for family in WEIGHTS:
+        families = list(WEIGHTS) + sorted({kind for kind, _ in self.counts} - set(WEIGHTS))  # a table's plans may name a family of their own
+        for family in families:
             statuses = {status: count for (kind, status), count in sorted(self.counts.items()) if kind == family}
             shown = ", ".join(f"exit {status}: {count:,}" for status, count in statuses.items())
-            lines.append(f"  {family:<10} {sum(statuses.values()):>6,}  ({shown})")
+            lines.append(f"  {family:<14} {sum(statuses.values()):>6,}  ({shown})")
         lines.append(f"broken promises: {len(self.broken)}")
         lines.extend(self.broken[:50])
         return "\n".join(lines)
 
 
-def campaign(cases: int, seed: int, sandbox: Sandbox, scratch: Path) -> Tally:
-    """Run ``cases`` cases, each family its quota: drawn ones by Hypothesis (seeded), tables round and round."""
-    tally = Tally()
+def campaign(cases: int, seed: int, sandbox: Sandbox, scratch: Path, tally: Tally | None = None) -> Tally:
+    """Run ``cases`` cases, each family its quota: drawn ones by Hypothesis (seeded), tables round and round; counted in ``tally``."""
+    tally = Tally() if tally is None else tally
 
     def run(plan: Plan) -> None:
         ran, broken = run_plan(sandbox, plan)
@@ -142,12 +145,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=13, help="Hypothesis seed (default 13)")
     arguments = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="prefixspec-fuzz-"))
+    tally = Tally()
     try:
         with Sandbox() as sandbox:
-            tally = campaign(arguments.cases, arguments.seed, sandbox, scratch)
-    finally:
+            campaign(arguments.cases, arguments.seed, sandbox, scratch, tally)
+    finally:  # a campaign that stops early (Ctrl-C, its own error) still prints what it counted
         shutil.rmtree(scratch, ignore_errors=True)
-    print(tally.summary())
+        print(tally.summary())
     return 1 if tally.broken else 0
 
 
