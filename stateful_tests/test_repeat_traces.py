@@ -154,6 +154,8 @@ MALFORMED = {
     "a copy that takes an earlier line's name": ("n3 = match [1]\nrepeat 3 {\nn* = match [1]\n}\n", 4, "named twice"),
     "a line that takes a copy's name": ("repeat 3 {\nn* = match [1]\n}\nn2 = match [1]\n", 6, "named twice"),
     "a handle no copy is named": ("repeat 3 {\nn* = match [1]\nstats\n}\nlock n2\n", 7, "not named by an earlier line"),
+    "a handle of 5,000 digits": ("repeat 3 {\nn* = match [1]\n}\nlock n" + "1" * 5000 + "\n", 6, "not named by an earlier line"),
+    "a handle of 10 digits": ("repeat 3 {\nn* = match [1]\n}\nlock n1000000000\n", 6, "not named by an earlier line"),
 }
 
 

@@ -61,7 +61,9 @@ LONGEST_BODY = 16
 """The most calls ``fold`` puts in one block's body (a call and the lockstep's take of its events, a lock and its
 unlock, ...): longer bodies are rarely repeated whole, and each length tried costs a pass over the trace."""
 
-_NUMBERED = re.compile(r"n([1-9][0-9]*)\Z")
+_NUMBERED = re.compile(r"n([1-9][0-9]{0,8})\Z")
+"""A name a copy may take: ``n`` and a call's position, at most 9 digits (LARGEST_CALLS has 8; a longer number names no
+copy, and would pass the interpreter's limit on converting digits, 4,300)."""
 
 
 def copy_name(index: int) -> str:
