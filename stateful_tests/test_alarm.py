@@ -86,3 +86,27 @@ def test_a_hang_that_swallows_the_interruption_is_interrupted_again(timer_calls:
     with pytest.raises(TargetHung):
         Guard("impl:RadixCache", 0.1).run("its evict()", "at a call", stubborn)
     assert len(swallowed) == 3
+
+
+EXIT_PROBE = """
+import atexit, signal, sys
+from prefixspec.targets import alarm
+from prefixspec.targets.guarded import Guard
+if sys.argv[1] == "planted":
+    atexit.unregister(alarm.disarm)
+Guard("probe", 30.0).run("its probe()", "", lambda: None)
+armed = signal.getitimer(signal.ITIMER_REAL)[0] > 0
+atexit._run_exitfuncs()
+print(armed, signal.getitimer(signal.ITIMER_REAL)[0] > 0)
+"""
+
+
+@pytest.mark.parametrize("variant", ["as shipped", "planted"])
+def test_the_timer_is_off_once_the_exit_handlers_ran(variant: str) -> None:
+    """A ring due after the interpreter gave SIGALRM back its default action would end the process (status 142);
+    negative control: without the exit handler the timer is still set."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", EXIT_PROBE, variant], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == (["True", "False"] if variant == "as shipped" else ["True", "True"])

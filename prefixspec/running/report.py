@@ -138,12 +138,10 @@ class CheckReport:
         ]
         for stage in self.stages:
             detail = f"{stage.examples} examples, {stage.calls:,} calls ({stage.calls / max(stage.seconds, 1e-9):,.0f} calls/s)"
-            if stage.engine_steps and stage.steps_per_example:
+            if stage.engine_steps:  # the engine machine's and the scale stage's (one cache, so no examples to count)
                 per = stage.steps_per_example
-                detail += (
-                    f", {stage.engine_steps:,} engine steps (per example min {min(per):,}, median {statistics.median(per):,.0f}),"
-                    f" {stage.engine_steps / max(stage.seconds, 1e-9):,.0f} steps/s"
-                )
+                spread = f" (per example min {min(per):,}, median {statistics.median(per):,.0f})" if per else ""
+                detail += f", {stage.engine_steps:,} engine steps{spread}, {stage.engine_steps / max(stage.seconds, 1e-9):,.0f} steps/s"
             if stage.replayed_examples:
                 detail += f", {stage.replayed_examples} replay{'s' if stage.replayed_examples > 1 else ''} of the failing example (not counted)"
             if stage.abandoned_examples:

@@ -50,6 +50,7 @@ from prefixspec.running.run_plan import rules_option as rules_option
 from prefixspec.running.report import CheckReport, Progress, StageResult, flaky_failure, write_whole
 from prefixspec.drive.scale import StageTooSlow, run_scale, too_slow
 from prefixspec.compare.shrink import first_disagreement
+from prefixspec.running.collector import collector_spared
 
 
 def run_golden(target: CacheFactory, plan: RunPlan) -> StageResult:
@@ -325,7 +326,8 @@ def run_machine(
 
     with with_reporter(keep_output):
         try:
-            run_state_machine_as_test(machine, settings=machine_settings, _min_steps=min_rules)
+            with collector_spared():
+                run_state_machine_as_test(machine, settings=machine_settings, _min_steps=min_rules)
         except (AssertionError, HypothesisException) as error:
             failure = error
             underneath = target_failure_in(error)

@@ -20,6 +20,7 @@ thread is timed (signals reach only it); the caller checks that.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import math
 import os
@@ -64,6 +65,18 @@ def _forked() -> None:
 
 
 os.register_at_fork(after_in_child=_forked)
+
+
+def disarm() -> None:
+    """Turn the timer off, if a run set it.  At exit: the interpreter gives SIGALRM back its default action as it
+    ends, and a ring still due from the last run (up to a limit after it) ended the process there with "Alarm
+    clock", status 142, once its output was written (seen on a loaded machine)."""
+    if _State.due != math.inf:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _State.due = math.inf
+
+
+atexit.register(disarm)
 
 
 def start(guard: Timed, limit: float) -> None:

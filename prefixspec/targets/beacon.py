@@ -13,7 +13,9 @@ import mmap
 import struct
 from dataclasses import dataclass
 
-_HEADER = struct.Struct("<QBH")  # the call's serial, its state, the length of its text
+_HEADER = struct.Struct("<QBHQH")  # the call's serial, its state, the length of its text, its number and where that goes
+NO_NUMBER = 0xFFFF
+"""Where the number goes in a text that has none."""
 _TEXT_AT = _HEADER.size
 _TEXT_SIZE = 1024
 _STAGE_AT = _TEXT_AT + _TEXT_SIZE
@@ -41,13 +43,33 @@ class Beacon:
     def __init__(self) -> None:
         self.memory = mmap.mmap(-1, _SIZE)  # anonymous and MAP_SHARED: the parent and the forked child see one page
         self.serial = 0
+        self._words: tuple[str, str, str] | None = None
+        """The words of the numbered text in the memory (``enter_numbered``), None after another text."""
+        self._length = 0
+        self._split = NO_NUMBER
 
     def enter(self, what: str, where: str, timed: bool) -> None:
         """Target code ``what`` starts ``where`` in the run."""
         self.serial += 1
         text = f"{what} {where}".encode("utf-8", "replace")[:_TEXT_SIZE]
         self.memory[_TEXT_AT : _TEXT_AT + len(text)] = text
-        _HEADER.pack_into(self.memory, 0, self.serial, TIMED if timed else UNTIMED, len(text))
+        self._words = None
+        _HEADER.pack_into(self.memory, 0, self.serial, TIMED if timed else UNTIMED, len(text), 0, NO_NUMBER)
+
+    def enter_numbered(self, what: str, head: str, number: int, tail: str, timed: bool) -> None:
+        """Target code ``what`` starts at ``head`` ``number`` ``tail`` in the run (``its lock() at call 7 to a cache
+        of block size 2``): the words are written when they change, the number as an int that ``read`` writes in.
+
+        A guarded cache's every call writes the same words with the next number: written as ``enter`` writes
+        them, a guarded ``cached_blocks()`` took 2.9 us, 2.25 us so (timeit, with the guard's other changes)."""
+        self.serial += 1
+        words = self._words
+        if words is None or words[0] is not what or words[1] is not head or words[2] is not tail:
+            first = f"{what} {head}".encode("utf-8", "replace")[:_TEXT_SIZE]
+            text = first + tail.encode("utf-8", "replace")[: _TEXT_SIZE - len(first)]
+            self.memory[_TEXT_AT : _TEXT_AT + len(text)] = text
+            self._words, self._length, self._split = (what, head, tail), len(text), len(first)
+        _HEADER.pack_into(self.memory, 0, self.serial, TIMED if timed else UNTIMED, self._length, number, self._split)
 
     def leave(self) -> None:
         self.memory[8] = IDLE
@@ -65,9 +87,12 @@ class Beacon:
         return self.memory[_STOP_AT] == 1
 
     def read(self) -> Reading:
-        serial, state, length = _HEADER.unpack_from(self.memory, 0)
+        serial, state, length, number, split = _HEADER.unpack_from(self.memory, 0)
         (stage_length,) = struct.unpack_from("<H", self.memory, _STAGE_AT)
-        call = bytes(self.memory[_TEXT_AT : _TEXT_AT + min(length, _TEXT_SIZE)]).decode("utf-8", "replace")
+        text = bytes(self.memory[_TEXT_AT : _TEXT_AT + min(length, _TEXT_SIZE)])
+        if split != NO_NUMBER:
+            text = text[:split] + str(number).encode() + text[split:]
+        call = text.decode("utf-8", "replace")
         stage = bytes(self.memory[_STAGE_AT + 2 : _STAGE_AT + 2 + min(stage_length, _STAGE_SIZE)]).decode("utf-8", "replace")
         return Reading(serial, state, call, stage)
 
