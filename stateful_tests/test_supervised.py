@@ -271,3 +271,15 @@ def test_an_engines_helper_in_a_group_or_session_of_its_own_is_ended(
                 break
             time.sleep(0.1)
     assert not marked(seconds)
+
+
+def test_a_stop_while_the_command_line_is_still_being_built_is_a_stop(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a loaded machine a Ctrl-C can land while argparse builds the parser: exit 130 and one line, no traceback."""
+    import prefixspec.commands.main as command_line
+
+    def interrupted() -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command_line, "build_parser", interrupted)
+    assert command_line.main(["check"]) == ExitStatus.INTERRUPTED
+    assert capsys.readouterr().err == "prefixspec: interrupted (Ctrl-C); nothing was reported\n"

@@ -68,10 +68,10 @@ def stopped(signum: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     with watching_stop_signals():
         try:
-            arguments = parser.parse_args(argv)  # a bad option exits 2 here, with argparse's usage lines
+            # The parser is built inside the watch: a Ctrl-C while a slow machine is still building it is a stop too.
+            arguments = build_parser().parse_args(argv)  # a bad option exits 2 here, with argparse's usage lines
         except KeyboardInterrupt:
             return stopped(stop_signal() or signal.SIGINT)
         if getattr(arguments, "supervised", False) and not supervised_child():
