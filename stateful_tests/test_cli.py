@@ -39,6 +39,7 @@ def test_check_fails_a_lock_that_pins_nothing_with_a_short_reproducible_countere
         assert main(["replay", trace_file]) == 0
 
 
+@pytest.mark.deep  # make test keeps its promise in test_installed.py's test_check_passes_installed: the same command on impl, every stage
 def test_check_passes_the_implementation_in_a_short_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["check", "impl:RadixCache", "--quiet", "--profile", "dev", "--steps", "300", "--seed", "7", "--out", str(tmp_path)])
     output = capsys.readouterr().out

@@ -114,6 +114,7 @@ def test_check_passes_installed(installed: tuple[Path, Path]) -> None:
     done = run([str(bin_folder / "prefixspec"), "check", "--steps", "500", "--quiet", "--out", "cx"], elsewhere)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "result: PASSED" in done.stdout
+    assert list((elsewhere / "cx").glob("*")) == [], "a run that passes writes no counterexample"
     assert not (elsewhere / ".hypothesis").exists(), "a ci run leaves no .hypothesis/ behind"
 
 
