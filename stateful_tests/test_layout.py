@@ -174,8 +174,8 @@ def test_importing_impl_loads_neither_the_model_nor_the_arithmetic() -> None:
 
 
 def spec_state() -> set[str]:
-    """The attributes ``SpecCache.__init__`` gives itself: the model's state."""
-    tree = ast.parse((ROOT / "spec" / "model.py").read_text(encoding="utf-8"))
+    """The attributes ``State.__init__`` (``spec/model/state.py``, the one ``__init__`` of SpecCache's classes) gives itself: the model's state."""
+    tree = ast.parse((ROOT / "spec" / "model" / "state.py").read_text(encoding="utf-8"))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "__init__":

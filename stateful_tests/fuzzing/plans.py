@@ -232,7 +232,7 @@ def process_end_plans(scratch: Path) -> list[Plan]:
         plans.append(Plan("hostile mutant", in_scratch(scratch, hunt, CHECK_LIMIT), frozenset({0}), words, files=((str(catalogue), text),)))
     outside = scratch / "outside.toml"
     stray = ("hunt", str(outside), "--quiet", "--out", str(scratch / "hunt"))
-    outside_text = _catalogue({"x_out": "pass"}, file="../spec/model.py")
+    outside_text = _catalogue({"x_out": "pass"}, file="../spec/model/state.py")
     plans.append(Plan("hostile mutant", in_scratch(scratch, stray, CHECK_LIMIT), frozenset({2}), "is not a module of package impl", files=((str(outside), outside_text),)))
     return plans
 
