@@ -6,6 +6,7 @@ runs both (``docs/mutation.md``).  White-box: each corruption writes the tree's 
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 
 import pytest
