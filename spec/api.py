@@ -14,7 +14,7 @@ and their presets) and ``spec.api_digest`` (R11's snapshot digest).  ``impl`` im
 and nothing else of ``spec``.
 
 The rules R1-R13 that give these calls their meaning are stated in prose in
-``spec/README.md`` and implemented, in the same order, by ``spec/model.py``.
+``spec/README.md`` and implemented, in the same order, by the modules of ``spec/model/``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The rule sets of the interface (``spec.api``): the variants of R4, R5, R7 and R8 a cache may follow, their presets and their text.
 
 ``Rules`` is a value: which variant of each varying rule a cache follows.  The variants' meaning is the spec's
-(``spec/README.md``, ``spec/model.py``); this module only names them, checks that a combination is one, and
+(``spec/README.md``, ``spec/model/``); this module only names them, checks that a combination is one, and
 reads and writes them as text (``use=release,evict=lru``).
 """
 

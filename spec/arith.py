@@ -14,7 +14,7 @@ The one float, the hit rate, is proved with floats modelled as reals
 too, because int / int is correctly rounded and the precondition keeps the
 counts where rounding cannot reach 0.0 or 1.0.
 
-``spec/model.py`` computes every length with these functions; ``impl/blocks.py``
+``spec/model/`` computes every length with these functions; ``impl/blocks.py``
 keeps its own versions, and ``make crosshair`` compares each pair with
 ``crosshair diffbehavior``.  ``docs/crosshair.md`` lists what each contract
 means and what CrossHair found while they were written.

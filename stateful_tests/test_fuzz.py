@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from stateful_tests.fuzzing.option_plans import option_plans
 from stateful_tests.fuzzing.plans import (
     Plan,
     engine_plans,
     engine_table,
     interrupt_plans,
-    option_plans,
     process_end_plans,
     run_plan,
     target_plans,

@@ -197,7 +197,7 @@ def test_a_mutant_that_exits_at_import_is_usage(tmp_path: Path, capsys: pytest.C
     assert "x02 cannot be loaded" in captured.err and "exited with status 6" in captured.err
 
 
-@pytest.mark.parametrize("file", ["../spec/model.py", "../impl/cache.py/..", "no_such.py", "cache.pyc"])
+@pytest.mark.parametrize("file", ["../spec/model/state.py", "../impl/cache.py/..", "no_such.py", "cache.pyc"])
 def test_an_edit_of_no_module_of_the_package_is_usage(file: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``../toycache/cache.py`` passed the existence check once and was silently not applied: the unmutated package was hunted."""
     catalogue = hostile_catalogue(tmp_path, {"x03": "pass"}, file=file)

@@ -174,8 +174,8 @@ def test_importing_impl_loads_neither_the_model_nor_the_arithmetic() -> None:
 
 
 def spec_state() -> set[str]:
-    """The attributes ``SpecCache.__init__`` gives itself: the model's state."""
-    tree = ast.parse((ROOT / "spec" / "model.py").read_text(encoding="utf-8"))
+    """The attributes ``State.__init__`` (``spec/model/state.py``, the one ``__init__`` of SpecCache's classes) gives itself: the model's state."""
+    tree = ast.parse((ROOT / "spec" / "model" / "state.py").read_text(encoding="utf-8"))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "__init__":
@@ -218,3 +218,40 @@ def test_the_state_reader_check_finds_a_planted_reader(tmp_path: Path, monkeypat
     (folder / "reader.py").write_text("from spec.model import SpecCache\n\ndef peek(cache: SpecCache):\n    return cache._block_at\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert readers_of({"_block_at"}, ["planted"]) == ["planted/reader.py:4 ._block_at"]
+
+
+LINE_LIMIT = 400
+"""The most lines a module holds: a module longer than that holds more than one job (split it by its jobs)."""
+
+LONG_MODULES: dict[str, str] = {}
+"""Modules allowed past ``LINE_LIMIT``, each with its reason (none: every module keeps to one job)."""
+
+
+def long_modules(sources: dict[str, str], allowed: dict[str, str]) -> list[str]:
+    """Each module of ``sources`` (name -> text) longer than ``LINE_LIMIT`` lines and not ``allowed``."""
+    return sorted(
+        f"{name}: {len(text.splitlines())} lines" for name, text in sources.items() if len(text.splitlines()) > LINE_LIMIT and name not in allowed
+    )
+
+
+def project_sources() -> dict[str, str]:
+    """The text of every Python module of the packages and of ``stateful_tests``, by its path."""
+    sources: dict[str, str] = {}
+    for folder in (*PACKAGES, "stateful_tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            sources[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    return sources
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    sources = project_sources()
+    assert "spec/model/state.py" in sources and "stateful_tests/test_layout.py" in sources
+    assert long_modules(sources, LONG_MODULES) == []
+    assert set(LONG_MODULES) <= set(sources), "an allowed module that is gone leaves the list"
+
+
+def test_the_line_limit_check_finds_a_planted_long_module() -> None:
+    """Negative control: a module one line past the limit is reported, one at it is not, and an allowed one is not."""
+    planted = {"spec/long.py": "x = 1\n" * (LINE_LIMIT + 1), "spec/full.py": "x = 1\n" * LINE_LIMIT}
+    assert long_modules(planted, {}) == [f"spec/long.py: {LINE_LIMIT + 1} lines"]
+    assert long_modules(planted, {"spec/long.py": "a reason"}) == []

@@ -22,12 +22,12 @@ The adapter translates; it never fixes behaviour.  What it translates:
   prefix length, as they lie on one path);
 - namespaces (R12): a namespace becomes the ``extra_key`` of every ``RadixKey``
   the adapter builds (``namespace_key``; None stays None), or, with
-  ``namespace_field="cache_salt"``, its ``cache_salt``; see ``namespace_key``;
+  ``namespace_field="cache_salt"``, its ``cache_salt``; see ``namespace_key`` (``namespaces.py``);
 - events (R13): SGLang records them when ``CacheInitParams.enable_kv_cache_events``
   is set (``RadixCache.__init__``, radix_cache.py:292-297); ``take_events``
   translates SGLang's ``BlockStored`` / ``BlockRemoved`` / ``AllBlocksCleared``
   as a router would, from the events alone plus the ids the adapter passed to
-  ``insert`` (see ``take_events``).
+  ``insert`` (see ``take_events``, ``router_events.py``).
 
 The eviction policy is a parameter (``SglangCache(B, "lfu")``); the factories
 below name each one SGLang ships that needs no call argument.  Needs SGLang
@@ -36,26 +36,16 @@ below name each one SGLang ships that needs no call argument.  Needs SGLang
 
 from __future__ import annotations
 
-import functools
-import json
-import operator
 from array import array
 from collections import deque
 from collections.abc import Sequence
-from typing import Any, Literal, cast
+from typing import Any
 
 from spec.api import (
-    ID_LIMIT,
-    NAMESPACE_SHAPE,
-    AllBlocksCleared,
     BlockId,
-    BlockRemoved,
-    BlockStored,
     Inserted,
     InvalidArgument,
-    KVEvent,
     Namespace,
-    NamespacePart,
     NodeId,
     NodeView,
     NotLocked,
@@ -64,68 +54,18 @@ from spec.api import (
     Snapshot,
     UnknownNode,
     checked_block_size,
-    is_namespace,
 )
 from bench.sglang_loading import FreedSlots, Sglang, load_sglang
 from examples.arguments import caller_count, caller_ids, caller_namespace
-from examples.places import PlaceKey, PlaceKeys
+from examples.sglang.namespaces import NamespaceField as NamespaceField  # re-exported: imported from here
+from examples.sglang.namespaces import namespace_key as namespace_key
+from examples.sglang.namespaces import namespace_of as namespace_of
+from examples.sglang.router_events import RouterEvents
 
 POLICIES = ("lru", "lfu", "fifo", "mru", "filo", "slru", "priority")
 """SGLang's eviction strategies the plain ``RadixCache`` runs under the kit's calls: ``slru`` at its default
 threshold; ``priority`` with every insert at SGLang's default priority 0 (the interface's insert carries none).
 ``tlru`` raises in ``evict`` on this cache (``tlru`` below, ``examples/sglang/defects.py``)."""
-
-
-NamespaceField = Literal["extra_key", "cache_salt"]
-"""Which field of SGLang's ``RadixKey`` carries the spec's namespace (R12)."""
-
-
-def _tagged(part: NamespacePart) -> list[Any]:
-    if part is None:
-        return ["n"]
-    if isinstance(part, int):
-        return ["i", part]
-    return ["s", part]
-
-
-def namespace_key(namespace: Namespace) -> str | None:
-    """R12: the string SGLang keys a namespace by (its ``RadixKey.extra_key``, a ``str | None``,
-    radix_cache.py:67), injective, so that the adapter itself never aliases two namespaces.
-
-    - ``None`` (the default namespace) is ``None``: SGLang's own default, no extra_key at all;
-    - an int n is ``'["i",n]'``, a str s is ``'["s",s]'`` (s JSON-escaped), a tuple is
-      ``'["t",[part,...]]'`` with each part so, and a None inside a tuple ``'["n"]'``.
-
-    ``json.dumps`` of these tagged lists is one-to-one (``json.loads`` inverts it, ``namespace_of``),
-    so ``0`` is ``'["i",0]'`` and ``"0"`` is ``'["s","0"]'``, ``""`` is ``'["s",""]'`` (never None, nor
-    empty: SGLang turns an empty cache_salt into None, radix_cache.py:77), ``("a", "bc")`` is
-    ``'["t",[["s","a"],["s","bc"]]]'`` and ``("ab", "c")`` is ``'["t",[["s","ab"],["s","c"]]]'``.
-    """
-    if namespace is None:
-        return None
-    if isinstance(namespace, tuple):
-        tagged: list[Any] = ["t", [_tagged(part) for part in namespace]]
-    else:
-        tagged = _tagged(namespace)
-    return json.dumps(tagged, separators=(",", ":"), ensure_ascii=True)
-
-
-@functools.lru_cache(maxsize=4096)
-def namespace_of(key: str | None) -> Namespace:
-    """The namespace ``namespace_key`` encoded as ``key`` (the inverse; remembered: every snapshot decodes every node's)."""
-    if key is None:
-        return None
-
-    def part(tagged: list[Any]) -> NamespacePart:
-        if tagged[0] == "n":
-            return None
-        value: int | str = tagged[1]
-        return value
-
-    decoded: list[Any] = json.loads(key)
-    if decoded[0] == "t":
-        return tuple(part(item) for item in decoded[1])
-    return part(decoded)
 
 
 def _loaded() -> Sglang:
@@ -135,7 +75,7 @@ def _loaded() -> Sglang:
     return sglang
 
 
-class SglangCache:
+class SglangCache(RouterEvents):
     """SGLang's ``RadixCache`` (page size B, eviction ``policy``) as a PrefixCache with namespaces and events.
 
     ``namespace_field`` is the ``RadixKey`` field a namespace goes to: ``extra_key`` (the default,
@@ -178,12 +118,7 @@ class SglangCache:
         self.offsets = torch.arange(block_size, dtype=torch.int64)
         self.held: set[int] = set()  # the ids SGLang holds: it does not check R5's "cached elsewhere"
         self.lookups = self.query_tokens = self.hit_tokens = self.inserted = self.evicted = 0
-        # R13, the router's side: what the adapter learnt from the events it translated, and the ids
-        # SGLang took in each insert (the KV slots it was given), waiting for their BlockStored.
-        self.id_of_hash: dict[int, BlockId] = {}  # the id last stored under each SGLang block hash
-        self.keys = PlaceKeys()  # token prefixes as small ints (examples/places.py: tuples would be quadratic)
-        self.prefix_of_hash: dict[int, PlaceKey] = {}  # the token prefix from the root to each hash's block
-        self.awaiting: dict[PlaceKey, deque[BlockId]] = {}  # token prefix -> ids taken there, oldest first
+        super().__init__()  # R13, the router's side (RouterEvents)
 
     def load(self) -> Any:
         """The SGLang names this adapter uses (``loading.Sglang``); RuntimeError when SGLang cannot be imported."""
@@ -375,73 +310,6 @@ class SglangCache:
         return Snapshot(self.size, tuple(view for _, _, view in views), self.stats())
 
     # R13: SGLang's KV events, as a router reads them.
-
-    def take_events(self) -> list[KVEvent]:
-        """R13: SGLang's events since the last take (``RadixCache.take_events``, base_prefix_cache.py:673),
-        translated one for one, in order, as a router would, never corrected:
-
-        - ``AllBlocksCleared`` (SGLang records one at construction, ``reset``, radix_cache.py:362) passes
-          through, and the adapter forgets the hashes it knew;
-        - ``BlockStored(block_hashes, parent_block_hash, token_ids, ...)``: the parent is the id last
-          stored under ``parent_block_hash`` (None when SGLang gives None); each block's token prefix is
-          the parent's prefix and the event's tokens, a page each; its id is the oldest id an ``insert``
-          passed at that token prefix and SGLang took (the KV slots the adapter gave; no event carries
-          them), so the id follows the insert whatever namespace the event says; the namespace is what
-          the event carries: ``cache_salt`` decoded by ``namespace_of``, else None (SGLang's BlockStored
-          has no extra_key field, kv_events.py:279-295);
-        - ``BlockRemoved(block_hashes)``: each hash becomes the id last stored under it.
-
-        A hash is SGLang's only name for a block, so two blocks under one hash (the same tokens in two
-        namespaces whose hashes SGLang does not tell apart) are one to the adapter: the later id wins.
-        RuntimeError when an event names a hash no event stored, or a block no insert passed.
-        """
-        translated: list[KVEvent] = []
-        for event in self.cache.take_events():
-            kind = type(event).__name__
-            if kind == "AllBlocksCleared":
-                self.id_of_hash.clear()
-                self.prefix_of_hash.clear()
-                translated.append(AllBlocksCleared())
-            elif kind == "BlockStored":
-                translated.append(self.translate_stored(event))
-            elif kind == "BlockRemoved":
-                translated.append(BlockRemoved(tuple(self.known_id(block_hash) for block_hash in event.block_hashes)))
-            else:
-                raise RuntimeError(f"SGLang published an event of an unknown kind: {event!r}")
-        return translated
-
-    def known_id(self, block_hash: int) -> BlockId:
-        if block_hash not in self.id_of_hash:
-            raise RuntimeError(f"SGLang's event names block hash {block_hash}, which no BlockStored stored")
-        return self.id_of_hash[block_hash]
-
-    def translate_stored(self, event: Any) -> BlockStored:
-        if event.lora_name is not None or event.lora_id is not None:
-            raise RuntimeError(f"SGLang's BlockStored carries a LoRA adapter the adapter never named: {event!r}")
-        namespace = namespace_of(event.cache_salt)
-        tokens = [int(token) for token in event.token_ids]
-        hashes = [int(block_hash) for block_hash in event.block_hashes]
-        if not hashes or len(tokens) != len(hashes) * self.size:
-            raise RuntimeError(f"SGLang's BlockStored of {len(hashes)} hashes and {len(tokens)} tokens is not one page a hash: {event!r}")
-        parent_hash = event.parent_block_hash
-        parent: BlockId | None = None
-        prefix = self.keys.root(None)
-        if parent_hash is not None:
-            parent = self.known_id(parent_hash)
-            prefix = self.prefix_of_hash[parent_hash]
-        blocks: list[BlockId] = []
-        for index, block_hash in enumerate(hashes):
-            prefix = self.keys.extend(prefix, tokens[index * self.size : (index + 1) * self.size])
-            waiting = self.awaiting.get(prefix)
-            if not waiting:
-                raise RuntimeError(f"SGLang's BlockStored stores tokens {list(self.keys.tokens(prefix))}, where no insert left a block")
-            block = waiting.popleft()
-            if not waiting:
-                del self.awaiting[prefix]
-            self.id_of_hash[block_hash] = block
-            self.prefix_of_hash[block_hash] = prefix
-            blocks.append(block)
-        return BlockStored(parent, tuple(tokens), tuple(blocks), namespace)
 
 
 def lru(block_size: int) -> SglangCache:

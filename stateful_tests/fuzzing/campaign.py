@@ -27,12 +27,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from stateful_tests.fuzzing.option_plans import option_plans
 from stateful_tests.fuzzing.plans import (
     Plan,
     engine_plans,
     engine_table,
     interrupt_plans,
-    option_plans,
     run_plan,
     process_end_plans,
     target_plans,

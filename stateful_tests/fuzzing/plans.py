@@ -16,7 +16,7 @@ that must never reach its stdout (a target's prints).  The families:
   on, and shell commands that are no engine or leave helpers behind;
 - ``engine_plans``: ``serve.py`` misbehaving in any way after 0 to 80 lines,
   or a command that is no engine, under ``replay`` or a short ``check``;
-- ``option_plans``: option sets each refused with exit status 2, in one line (places no file can be made in:
+- ``option_plans`` (``option_plans.py``): option sets each refused with exit status 2, in one line (places no file can be made in:
   a dangling link, ``/proc``, ``--out`` and ``--json`` naming one place), and a ``--json /dev/full`` whose write
   fails at the end (2, the report printed all the same);
 - ``interrupt_plans``: a command stopped by Ctrl-C at a random moment;
@@ -233,7 +233,7 @@ def process_end_plans(scratch: Path) -> list[Plan]:
         plans.append(Plan("hostile mutant", in_scratch(scratch, hunt, CHECK_LIMIT), frozenset({0}), words, files=((str(catalogue), text),)))
     outside = scratch / "outside.toml"
     stray = ("hunt", str(outside), "--quiet", "--out", str(scratch / "hunt"))
-    outside_text = _catalogue({"x_out": "pass"}, file="../spec/model.py")
+    outside_text = _catalogue({"x_out": "pass"}, file="../spec/model/state.py")
     plans.append(Plan("hostile mutant", in_scratch(scratch, stray, CHECK_LIMIT), frozenset({2}), "is not a module of package impl", files=((str(outside), outside_text),)))
     return plans
 
@@ -307,85 +307,6 @@ def engine_plans(draw: st.DrawFn, scratch: Path) -> Plan:
     else:
         argv = ("check", "--exec", engine, *QUICK_CHECK, "--timeout", ENGINE_TIMEOUT, "--start-timeout", ENGINE_TIMEOUT, "--out", str(scratch / "out"))
     return Plan("engine", in_scratch(scratch, argv, CHECK_LIMIT), files=((str(small), b"\n".join(GOLDEN_LINES[:60]) + b"\n"),))
-
-
-# Options ------------------------------------------------------------------------------------------
-
-
-def odd_options(scratch: Path) -> list[tuple[str, ...]]:
-    """Option sets that must each be refused with exit status 2, before any work (files under ``scratch``)."""
-    afile = str(scratch / "a-file")
-    folder = str(scratch)
-    return [
-        ("check", "--out", afile),
-        ("check", "--json", f"{folder}/no/such/folder/report.json"),
-        ("check", "--json", folder),
-        # Places no file can be made in (issue 22): refused before the run, not lost after it.
-        ("check", "--out", f"{folder}/dangling"),
-        ("check", "--out", f"{folder}/dangling/below"),
-        ("check", "--out", "/proc/prefixspec-out"),
-        ("check", "--out", "/proc/self/prefixspec-out"),
-        ("check", "--out", f"{folder}/same", "--json", f"{folder}/same"),
-        ("check", "--json", "/proc/prefixspec.json"),
-        ("check", "--json", "/sys/prefixspec.json"),
-        ("check", "--json", f"{folder}/dangling.json"),
-        ("identify", "--out", "/proc/prefixspec-out"),
-        ("hunt", "--out", f"{folder}/dangling"),
-        ("verify", GOLDEN, "--shrink", "--out", "/proc/prefixspec.trace"),
-        ("check", "--steps", "1000000000000"),
-        ("check", "--steps", "0"),
-        ("check", "--steps", "9" * 5000),
-        ("check", "--steps", "²"),
-        ("check", "--timeout", "inf"),
-        ("check", "--timeout", "nan"),
-        ("check", "--timeout", "1e309"),
-        ("check", "--timeout", "-1"),
-        ("check", "--timeout", "1e12"),
-        ("check", "--exec", ""),
-        ("check", "--exec", "   "),
-        ("check", ""),
-        ("check", "impl:RadixCache", "--exec", "true"),
-        ("check", "--rules", "use=nothing"),
-        ("check", "--profile", "fast"),
-        ("check", "--seed", "1e3"),
-        ("identify", "--out", afile),
-        ("replay", GOLDEN, "--target", ""),
-        ("replay", GOLDEN, "--timeout", "0"),
-        ("replay", f"{folder}/missing.trace"),
-        ("replay", folder),
-        ("verify", GOLDEN, "--time-budget", "nan"),
-        ("verify", GOLDEN, "--time-budget", "-5"),
-        ("verify", GOLDEN, "--shrink", "--out", f"{folder}/no/such/folder/x.trace"),
-        ("hunt", f"{folder}/latin1.toml"),
-        ("hunt", f"{folder}/missing.toml"),
-        ("hunt", "--out", afile),
-        ("hunt", "--mutant", "no-such-mutant"),
-        ("crosshair", "--jobs", "0"),
-        ("bench", "--reps", "0"),
-        ("golden", folder),
-        ("frobnicate",),
-        (),
-    ]
-
-
-def option_plans(scratch: Path) -> list[Plan]:
-    """Every odd option set, with the files it names: a plain file, and a catalogue that is not UTF-8."""
-    files = (
-        (str(scratch / "a-file"), b"not a folder\n"),
-        (str(scratch / "latin1.toml"), 'package = "impl"\nfactory = "RadixCache"\n# caf\xe9\n'.encode("latin-1")),
-    )
-    for link, points_to in (("dangling", "/nonexistent/folder"), ("dangling.json", "/nonexistent/report.json")):
-        if not (scratch / link).is_symlink():
-            (scratch / link).symlink_to(points_to)
-    plans = [Plan("option", in_scratch(scratch, argv, TRACE_LIMIT), frozenset({2}), files=files) for argv in odd_options(scratch)]
-    # A write that fails only at the end (a full device): the report on stdout all the same, and exit 2.
-    full = ("check", "stateful_tests.hostile_targets:cached_blocks_float", *QUICK_CHECK, "--out", str(scratch / "out"), "--json", "/dev/full")
-    plans.append(Plan("option", in_scratch(scratch, full, CHECK_LIMIT), frozenset({2}), "the report could not be written there"))
-    # verify --shrink's cut, written at the end to a full device: the divergence printed, exit 2, nothing half-written.
-    diverging = (str(scratch / "diverging.trace"), GOLDEN_TRACE.read_bytes().replace(b"\nevict 7 -> [0 1 2 3 4]\n", b"\nevict 7 -> [0 1 2 3]\n", 1))
-    cut = ("verify", diverging[0], "--shrink", "--out", "/dev/full")
-    plans.append(Plan("option", in_scratch(scratch, cut, TRACE_LIMIT), frozenset({2}), "could not be written there", files=(diverging,)))
-    return plans
 
 
 # Ctrl-C -------------------------------------------------------------------------------------------

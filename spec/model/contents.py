@@ -1,0 +1,84 @@
+"""R2: the cached contents, block-granular: the cached prefixes, their blocks, and the longest one a prompt starts with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from types import MappingProxyType
+
+from spec import arith
+from spec.api import BlockId, Namespace
+from spec.model.state import Prefix, State
+
+
+class Contents(State):
+    """``State`` and R2, below."""
+
+    # R2: block-granular contents ------------------------------------------------
+
+    def whole_block_prefixes(self, prefix: Prefix) -> Iterator[Prefix]:
+        """R2: the prefixes of ``prefix`` that end at a block boundary, shortest first (made as they are asked for)."""
+        namespace, tokens = prefix
+        for index in range(arith.full_blocks(len(tokens), self._block_size)):
+            start, end = arith.block_span(index, self._block_size)
+            yield namespace, tokens[:end]
+
+    def one_block_shorter(self, prefix: Prefix) -> Prefix:
+        """R2: the prefix without its last block (the empty prefix of its namespace after one block)."""
+        namespace, tokens = prefix
+        return namespace, tokens[: len(tokens) - self._block_size]
+
+    def blocks_of(self, prefix: Prefix) -> list[BlockId]:
+        """R2: the ids of a cached prefix's blocks, in token order."""
+        blocks: list[BlockId] = []
+        for shorter in self.whole_block_prefixes(prefix):
+            blocks.append(self._block_at[shorter])
+        return blocks
+
+    def block_cached_at(self, tokens: Sequence[int], namespace: Namespace = None) -> BlockId | None:
+        """R2: the id of the block that ends at ``tokens`` (a whole-block prefix) in ``namespace``, None where none is cached."""
+        return self._block_at.get((namespace, tuple(tokens)))
+
+    def cached_contents(self) -> Mapping[Prefix, BlockId]:
+        """R2, R12, R13: every cached prefix (namespace, tokens) and the id of its last block: what the events fold to (a read-only view)."""
+        return MappingProxyType(self._block_at)
+
+    def cached_block_ids(self) -> list[BlockId]:
+        """R2, R5: every id the cache holds, copies included (``dup=keep``), in no particular order."""
+        ids = list(self._block_at.values())
+        for copies in self._copies.values():
+            ids.extend(copies)
+        return ids
+
+    def copies_at(self, prefix: Prefix) -> list[BlockId]:
+        """R5, ``dup=keep``: the further blocks cached at ``prefix`` besides ``_block_at[prefix]``, oldest first."""
+        return self._copies.get(prefix, [])
+
+    def cache_block(self, prefix: Prefix, block: BlockId) -> None:
+        """R2: cache ``block`` as the last block of ``prefix``, whose shorter whole-block prefixes are cached."""
+        self._block_at[prefix] = block
+        self._cached_at[block] = prefix
+        self._extensions[prefix] = set()
+        self._extensions.setdefault(self.one_block_shorter(prefix), set()).add(prefix)
+        self._namespaces.add(prefix[0])
+        # Not marked for R11: a block is cached only by an insert, whose new node (R4) ends below it and is marked.
+
+    def drop_block(self, prefix: Prefix) -> None:
+        """R2: forget the block of ``prefix``, which no cached prefix extends."""
+        block = self._block_at.pop(prefix)
+        del self._cached_at[block]
+        del self._extensions[prefix]
+        self._extensions[self.one_block_shorter(prefix)].discard(prefix)
+        self._restamped_blocks.add(block)  # R11: not the prefix: the callers mark the node it ended, once
+
+    def longest_cached_prefix(self, tokens: Prefix) -> Prefix:
+        """R2: the longest whole-block prefix of ``tokens`` that is cached.
+
+        Cached prefixes are closed under shortening, so the first uncached block
+        ends the search.
+        """
+        longest: Prefix = (tokens[0], ())
+        for prefix in self.whole_block_prefixes(tokens):
+            if prefix not in self._block_at:
+                break
+            longest = prefix
+        return longest

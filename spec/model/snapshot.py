@@ -1,0 +1,173 @@
+"""R11: the snapshot and its digest: built from scratch, and kept up to date as calls mark what they change."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from operator import itemgetter
+
+from spec.api import (
+    BlockId,
+    NodeView,
+    Snapshot,
+    block_digest_term,
+    node_digest_term,
+    node_shape_hash,
+    snapshot_digest_of,
+)
+from spec.model.counters import Counting
+from spec.model.state import Prefix, Stamp
+
+
+class Snapshotting(Counting):
+    """``Counting`` and R11, below."""
+
+    # R11: snapshot ---------------------------------------------------------------------
+
+    def node_views(self) -> Iterator[NodeView]:
+        """R4, R11: every node as (prefix, own blocks, own locks), walking the cached prefixes down from the root.
+
+        A node's own blocks are those of the prefixes since the node above it.
+        """
+        walk: list[tuple[Prefix, tuple[BlockId, ...], tuple[tuple[BlockId, ...], ...]]] = []
+        for namespace in self.namespaces():
+            for prefix in self._extensions.get((namespace, ()), set()):
+                walk.append((prefix, (), ()))
+        while walk:
+            prefix, since_node, copies_since = walk.pop()
+            blocks = since_node + (self._block_at[prefix],)
+            copies = copies_since + (tuple(self.copies_at(prefix)),)
+            if prefix in self._node_at:
+                shown = copies if any(copies) else ()  # R5 dup=keep: a node without copies shows none
+                yield NodeView(prefix[1], blocks, self._own_locks.get(prefix, 0), prefix[0], shown)
+                blocks, copies = (), ()
+            for longer in self._extensions[prefix]:
+                walk.append((longer, blocks, copies))
+
+    def snapshot(self) -> Snapshot:
+        """R11: every node, in eviction order (R8's key), then prefix length.
+
+        Under ``use=release`` the order is the blocks' own: the nodes come by namespace and prefix, and
+        ``released`` lists the unpinned blocks in the order ``evict`` frees them (R7, R8).  Built from
+        scratch, the definition that ``kept_snapshot`` is held to.
+        """
+        entries: list[tuple[tuple[int, ...], int, NodeView]] = []
+        for view in self.node_views():
+            entries.append((self.order_key((view.namespace, view.prefix)), len(view.prefix), view))
+        return self.snapshot_of(entries)
+
+    def snapshot_of(self, entries: Iterable[tuple[tuple[int, ...], int, NodeView]]) -> Snapshot:
+        """R11: the snapshot of every node's (order key, prefix length, view), put in the order ``snapshot`` states."""
+        if self._rules.use == "release":
+            ordered = sorted((view for _key, _length, view in entries), key=lambda view: (repr(view.namespace), view.prefix))
+            pinned = self.pinned_prefixes()
+            waiting: list[tuple[Stamp, BlockId]] = []
+            for block, prefix in self._cached_at.items():
+                if not (prefix in pinned and self._block_at[prefix] == block):
+                    waiting.append((self._released[block], block))
+            waiting.sort()
+            return Snapshot(self._block_size, tuple(ordered), self.stats(), tuple(block for _stamp, block in waiting))
+        order = sorted(entries, key=itemgetter(0, 1))
+        nodes: list[NodeView] = []
+        for _key, _length, view in order:
+            nodes.append(view)
+        return Snapshot(self._block_size, tuple(nodes), self.stats())
+
+    def order_key(self, prefix: Prefix) -> tuple[int, ...]:
+        """R11: what puts the node at ``prefix`` in its place in the snapshot: R8's key, none under ``use=release``."""
+        return () if self._rules.use == "release" else self.eviction_key(prefix)
+
+    # Kept for R11: the same snapshot, and its digest, kept up to date as calls change the nodes, so that a lockstep
+    # reads them after every call at the cost of what the call changed.  Bookkeeping, not a rule: the rules above
+    # only mark what they change (``_reshaped``, ``_restamped``, ``_restamped_blocks``), and what is kept is held to
+    # ``snapshot()`` and ``digest_from_scratch()`` (stateful_tests/test_snapshot_digest.py).
+
+    def own_view(self, prefix: Prefix) -> NodeView:
+        """R4, R11: the view of the node at ``prefix`` alone, its blocks read up from its end to the node above it."""
+        blocks: list[BlockId] = []
+        copies: list[tuple[BlockId, ...]] = []
+        at = prefix
+        while True:
+            blocks.append(self._block_at[at])
+            copies.append(tuple(self.copies_at(at)))
+            at = self.one_block_shorter(at)
+            if not at[1] or at in self._node_at:
+                break
+        blocks.reverse()
+        copies.reverse()
+        shown = tuple(copies) if any(copies) else ()  # R5 dup=keep: a node without copies shows none
+        return NodeView(prefix[1], tuple(blocks), self._own_locks.get(prefix, 0), prefix[0], shown)
+
+    def marked_prefixes(self) -> set[Prefix]:
+        """R11: the prefixes the calls since the last refresh marked, the ones ``refresh_kept`` will look at again:
+        what a call touched, whatever the cache's size."""
+        return self._reshaped | self._restamped
+
+    def refresh_kept(self) -> None:
+        """R11: bring the kept views and digest terms up to date with the prefixes the calls since the last refresh
+        marked: a node marked in its shape gets its view again, one marked in its locks or order its term."""
+        reshaped, restamped, blocks = self._reshaped, self._restamped, self._restamped_blocks
+        self._reshaped, self._restamped, self._restamped_blocks = set(), set(), set()
+        renewed: set[Prefix] = set()
+        for prefix in reshaped | restamped:
+            if prefix in self._views and prefix not in self._node_at:
+                self.forget_view(prefix)  # the node is gone, or now ends elsewhere
+            if prefix in self._block_at:
+                node = prefix if prefix in self._node_at else self.node_below(prefix)
+                if node is not None:
+                    if prefix in reshaped or node not in self._views:
+                        renewed.add(node)
+                    restamped.add(node)
+        for node in renewed:
+            self.forget_view(node)
+            view = self.own_view(node)
+            self._views[node] = view
+            self._shapes[node] = node_shape_hash(view.namespace, view.prefix, view.blocks, view.copies)
+        for node in restamped:
+            if node not in self._node_at:
+                continue
+            view = self._views[node]
+            locks = self._own_locks.get(node, 0)
+            if view.locks != locks:
+                view = self._views[node] = NodeView(view.prefix, view.blocks, locks, view.namespace, view.copies)
+            self._node_sum -= self._node_terms.get(node, 0)
+            key = self.order_key(node)
+            self._entries[node] = (key, len(node[1]), view)
+            self._node_terms[node] = node_digest_term(self._shapes[node], locks, key)
+            self._node_sum += self._node_terms[node]
+        if self._rules.use != "release":
+            return
+        for block in blocks:
+            self._block_sum -= self._block_terms.pop(block, 0)
+            if block in self._cached_at:
+                self._block_terms[block] = block_digest_term(block, self._released[block])
+                self._block_sum += self._block_terms[block]
+
+    def forget_view(self, prefix: Prefix) -> None:
+        """R11: drop the kept view and digest term of ``prefix``, if any."""
+        self._views.pop(prefix, None)
+        self._shapes.pop(prefix, None)
+        self._entries.pop(prefix, None)
+        self._node_sum -= self._node_terms.pop(prefix, 0)
+
+    def kept_snapshot(self) -> Snapshot:
+        """R11: ``snapshot()``, from the views kept as calls change the nodes: it costs the nodes, not their prefixes."""
+        self.refresh_kept()
+        return self.snapshot_of(self._entries.values())
+
+    def snapshot_digest(self) -> int:
+        """R11: ``spec.api.snapshot_digest_of`` the state, from the terms kept as calls change it: it costs what the
+        calls since the last digest changed, not the cache's size."""
+        self.refresh_kept()
+        return snapshot_digest_of(self._block_size, self.stats(), self._node_sum, self._block_sum)
+
+    def digest_from_scratch(self) -> int:
+        """R11: the digest of ``snapshot_digest``, from every node's view and every block's release made anew."""
+        node_terms = 0
+        for view in self.node_views():
+            shape = node_shape_hash(view.namespace, view.prefix, view.blocks, view.copies)
+            node_terms += node_digest_term(shape, view.locks, self.order_key((view.namespace, view.prefix)))
+        block_terms = 0
+        if self._rules.use == "release":
+            for block in self._cached_at:
+                block_terms += block_digest_term(block, self._released[block])
+        return snapshot_digest_of(self._block_size, self.stats(), node_terms, block_terms)
