@@ -173,14 +173,9 @@ class Guard:
                 return answer(value)
             except (SystemExit, KeyboardInterrupt, TargetFailure):
                 raise
-            except MemoryError as error:
-                # Not an answer to compare: the process the checker shares with the target is out of memory, and a
-                # replay or a shrink would run out again.  The traceback's frames hold what the target allocated:
-                # dropped, so that the report can still be written.
-                at = raised_at(error)
-                error.__traceback__ = None
-                deed = f"ran out of memory (MemoryError){at}"
-                raise self.failure(f"ran out of memory (MemoryError) in {self._doing()}{at}; the check cannot go on", where, deed=deed) from None
+            except MemoryError as error:  # no answer to compare: a replay or a shrink would run out again
+                at, error.__traceback__ = raised_at(error), None  # its frames hold what the target allocated: freed for the report
+                raise self.failure(f"ran out of memory (MemoryError) in {self._doing()}{at}; the check cannot go on", where, deed=f"ran out of memory (MemoryError){at}") from None
             except BaseException as error:  # the call's outcome, made the checker's own while the alarm still runs
                 raise plain_error(error) from None
             finally:
