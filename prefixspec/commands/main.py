@@ -96,6 +96,6 @@ def run_command(arguments: argparse.Namespace) -> int:
         return ExitStatus.FAILED
     except KeyboardInterrupt:  # the user's Ctrl-C or a SIGTERM (a target's own is a TargetFailure); engines stopped on the way out
         return stopped(stop_signal() or signal.SIGINT)
-    except MemoryError:  # the checker's own work past the process's memory limit (a target's is its call's outcome)
+    except MemoryError:  # the checker's own work past the process's memory limit (a target's is reported with its call, by the guard)
         print(f"prefixspec: the checker ran out of memory during {arguments.command} (a memory limit: ulimit -v, a cgroup); nothing was reported", file=sys.stderr)
         return ExitStatus.FAILED
