@@ -2,6 +2,6 @@
 
 import sys
 
-from prefixspec.commands.main import main
+from prefixspec.commands.entry import main
 
 sys.exit(main())

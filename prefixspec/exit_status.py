@@ -26,3 +26,8 @@ class ExitStatus(IntEnum):
 def stopped_by(signum: int) -> ExitStatus:
     """The status of a command stopped by ``signum`` (SIGTERM: TERMINATED, anything else: INTERRUPTED)."""
     return ExitStatus.TERMINATED if signum == signal.SIGTERM else ExitStatus.INTERRUPTED
+
+
+def stop_words(signum: int) -> str:
+    """How a stop by ``signum`` is said in every command's last line: ``interrupted (Ctrl-C)``, ``terminated (SIGTERM)``."""
+    return "interrupted (Ctrl-C)" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"

@@ -30,7 +30,7 @@ from prefixspec.commands.identify import add_identify_command
 from prefixspec.commands.replay import add_replay_command
 from prefixspec.commands.verify import add_verify_command
 from prefixspec.errors import UsageError
-from prefixspec.exit_status import ExitStatus, stopped_by
+from prefixspec.exit_status import ExitStatus, stop_words, stopped_by
 from prefixspec.commands.supervised_run import run_supervised
 from prefixspec.targets.supervised import supervised_child
 from prefixspec.targets.interrupts import stop_signal, watching_stop_signals
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def stopped(signum: int) -> int:
     """The one line and the exit status of a command stopped by ``signum``: 130 for Ctrl-C, 143 for SIGTERM (128 + N, as a shell says)."""
-    how = "interrupted (Ctrl-C)" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+    how = stop_words(signum)
     if not supervised_child():  # a supervised child's stop is its supervisor's to print, with what finished
         print(f"prefixspec: {how}; nothing was reported", file=sys.stderr)
     return stopped_by(signum)

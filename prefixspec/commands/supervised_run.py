@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from spec.api import parse_rules
 from prefixspec.commands.options import write_output
-from prefixspec.exit_status import ExitStatus, stopped_by
+from prefixspec.exit_status import ExitStatus, stop_words, stopped_by
 from prefixspec.running.profiles import chosen_profile, scratch_storage
 from prefixspec.running.report import CheckReport, StageResult, cut_long_lines
 from prefixspec.targets.interrupts import stop_signal
@@ -61,7 +61,7 @@ def run_supervised(arguments: argparse.Namespace, command: Callable[[argparse.Na
     except KeyboardInterrupt as stop:
         signum = stop_signal() or signal.SIGINT
         report = finished_report(arguments, getattr(stop, "prefixspec_ended", None))
-        how = "interrupted (Ctrl-C)" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+        how = stop_words(signum)
         lines = report.summary().splitlines()[:-1] if report.stages else []
         print("\n".join([*lines, f"result: STOPPED, {how}, after {len(report.stages)} finished stage(s)"]))
         print(f"prefixspec: {how}; the stages that finished are printed above, the one running was dropped", file=sys.stderr)
