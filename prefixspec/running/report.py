@@ -102,6 +102,17 @@ class StageResult:
     """What the stage measured beside its verdict (the scale stage: how each call's time grows with the cache)."""
     aborted: bool = False
     """The target failed as a program (``spec.api.TargetFailure``): ``failure`` is its report, the check stops."""
+    cpu_seconds: float | None = None
+    """The CPU time of the process that ran the stage (``stages.run_stage``), None where it was not measured: its
+    rates per CPU second hold on a loaded machine or beside another worker, where the wall time's do not (an
+    engine's own process, over a pipe, is not counted)."""
+
+    def rate(self, count: int, unit: str) -> str:
+        """``count`` a second of the stage's wall time, and a CPU second where measured: ``4,129 calls/s, 4,410 per CPU s``."""
+        text = f"{count / max(self.seconds, 1e-9):,.0f} {unit}/s"
+        if self.cpu_seconds is not None:
+            text += f", {count / max(self.cpu_seconds, 1e-9):,.0f} per CPU s"
+        return text
 
     @property
     def invariants_checked(self) -> int:
@@ -137,11 +148,11 @@ class CheckReport:
             f"rules {self.rules.name}: {self.rules.text.replace(',', ', ')})"
         ]
         for stage in self.stages:
-            detail = f"{stage.examples} examples, {stage.calls:,} calls ({stage.calls / max(stage.seconds, 1e-9):,.0f} calls/s)"
+            detail = f"{stage.examples} examples, {stage.calls:,} calls ({stage.rate(stage.calls, 'calls')})"
             if stage.engine_steps:  # the engine machine's and the scale stage's (one cache, so no examples to count)
                 per = stage.steps_per_example
                 spread = f" (per example min {min(per):,}, median {statistics.median(per):,.0f})" if per else ""
-                detail += f", {stage.engine_steps:,} engine steps{spread}, {stage.engine_steps / max(stage.seconds, 1e-9):,.0f} steps/s"
+                detail += f", {stage.engine_steps:,} engine steps{spread}, {stage.rate(stage.engine_steps, 'steps')}"
             if stage.replayed_examples:
                 detail += f", {stage.replayed_examples} replay{'s' if stage.replayed_examples > 1 else ''} of the failing example (not counted)"
             if stage.abandoned_examples:
@@ -176,6 +187,7 @@ class CheckReport:
                     "name": stage.name,
                     "passed": stage.passed,
                     "seconds": round(stage.seconds, 3),
+                    "cpu_seconds": None if stage.cpu_seconds is None else round(stage.cpu_seconds, 3),
                     "examples": stage.examples,
                     "calls": stage.calls,
                     "engine_steps": stage.engine_steps,

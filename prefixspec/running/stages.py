@@ -209,7 +209,10 @@ def run_stage(name: str, target: CacheFactory, plan: RunPlan) -> StageResult:
     A counterexample an earlier run left in ``plan.out_dir`` stays: that run's report names it, and its
     replay command must replay it (a new one is ``claimed_file``'s, beside it).
     """
-    return STAGES[name](target, plan)
+    cpu_started = time.process_time()
+    stage = STAGES[name](target, plan)
+    stage.cpu_seconds = time.process_time() - cpu_started
+    return stage
 
 
 def clear_counterexamples(folder: Path) -> None:
