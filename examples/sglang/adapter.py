@@ -62,6 +62,10 @@ from examples.sglang.namespaces import namespace_key as namespace_key
 from examples.sglang.namespaces import namespace_of as namespace_of
 from examples.sglang.router_events import RouterEvents
 
+# SGLang, and torch with it, load with this module: a target's import has no time limit, its factory's calls
+# have --timeout (5 s), which the import overran on a loaded machine ("did not return within 5 s").
+load_sglang()
+
 POLICIES = ("lru", "lfu", "fifo", "mru", "filo", "slru", "priority")
 """SGLang's eviction strategies the plain ``RadixCache`` runs under the kit's calls: ``slru`` at its default
 threshold; ``priority`` with every insert at SGLang's default priority 0 (the interface's insert carries none).

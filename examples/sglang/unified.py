@@ -44,6 +44,8 @@ from examples.sglang.namespaces import NamespaceField
 from examples.sglang.unified_snapshot import UnifiedSnapshot
 from bench.sglang_loading import SglangUnified, load_unified, unified_unavailable
 
+load_unified()  # with the module, whose import has no time limit (examples/sglang/adapter.py says why)
+
 Core = Literal["rust", "python"]
 CORES: tuple[Core, ...] = ("rust", "python")
 
