@@ -109,6 +109,8 @@ def test_each_bug_at_the_extremes_is_caught_by_its_stage_with_a_report_within_a_
 
 
 def test_hunt_command_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A survivor of every stage is SURVIVED, exit 1.  ``--steps 300`` shortens its engine examples alone: every stage
+    still runs on it (the engine machine took half of this test at 3,000 steps)."""
     assert main(["hunt", "--mutant", "s03", "--quiet", "--out", str(tmp_path)]) == 0
     output = capsys.readouterr().out
     assert "| s03 |" in output and "killed" in output and "1 of 1 mutants killed" in output
@@ -117,9 +119,49 @@ def test_hunt_command_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[
         'package = "impl"\nfactory = "RadixCache"\n[[mutant]]\nid = "e01"\nbug = "an equivalent edit"\n'
         'file = "blocks.py"\nfind = "    return cached_blocks * block_size"\nreplace = "    return block_size * cached_blocks"\n'
     )
-    assert main(["hunt", str(survivor), "--profile", "dev", "--quiet", "--out", str(tmp_path)]) == 1
+    assert main(["hunt", str(survivor), "--profile", "dev", "--steps", "300", "--quiet", "--out", str(tmp_path)]) == 1
     assert "SURVIVED" in capsys.readouterr().out
     assert main(["hunt", "--mutant", "zz9", "--quiet"]) == 2
+
+
+def test_hunt_steps_reach_every_mutants_engine_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``hunt --steps N`` is the plan of each mutant's check, as ``check --steps N`` (the negative control: the default)."""
+    import prefixspec.commands.hunt as command
+    import prefixspec.running.hunt as hunting
+
+    asked: list[int] = []
+
+    def hunted(catalogue: Catalogue, *, steps: int, **_: object) -> list[object]:
+        asked.append(steps)
+        return []
+
+    with monkeypatch.context() as patched:
+        patched.setattr(command, "hunt", hunted)
+        assert main(["hunt", "--quiet", "--out", str(tmp_path)]) == 0
+        assert main(["hunt", "--steps", "300", "--quiet", "--out", str(tmp_path)]) == 0
+    assert asked == [3000, 300]
+
+    planned: list[int] = []
+
+    def run_check(factory: object, *, target_name: str, plan: RunPlan) -> object:
+        planned.append(plan.min_engine_steps)
+        raise KeyboardInterrupt  # the plan is all this test wants: the hunt stops there, as at a Ctrl-C
+
+    monkeypatch.setattr(hunting, "run_check", run_check)
+    catalogue = read_catalogue(DEFAULT_CATALOGUE)
+    with pytest.raises(KeyboardInterrupt):
+        hunting.hunt(catalogue, only="s03", supervised=False)
+    with pytest.raises(KeyboardInterrupt):
+        hunting.hunt(catalogue, only="s03", supervised=False, steps=300)
+    assert planned == [3000, 300]
+
+
+@pytest.mark.parametrize("steps", ["0", "-5", "x", "1000001"])
+def test_hunt_steps_out_of_range_are_usage_in_one_line(steps: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["hunt", "--steps", steps, "--quiet"])
+    err = capsys.readouterr().err
+    assert exited.value.code == ExitStatus.USAGE and "argument --steps" in err and err.count("error:") == 1, err
 
 
 SECOND_REACH_IDS = ["n05", "n06", "e04", "e05", "r09", "p01", "p02"]

@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from prefixspec.commands.options import add_jobs_option, add_rules_option, output_folder, positive_seconds
+from prefixspec.commands.options import MOST_ENGINE_STEPS, add_jobs_option, add_rules_option, engine_steps, output_folder, positive_seconds
+from prefixspec.drive.tallies import ENGINE_STEPS_PER_EXAMPLE
 from prefixspec.targets.pipe import DEFAULT_TIMEOUT
 from prefixspec.exit_status import ExitStatus, stopped_by
 from prefixspec.targets.interrupts import stop_signal
@@ -31,6 +32,7 @@ def command_hunt(arguments: argparse.Namespace) -> int:
             rules=arguments.rules,
             timeout=arguments.timeout,
             jobs=arguments.jobs,
+            steps=arguments.steps,
         )
     except KeyboardInterrupt as stop:  # the user's Ctrl-C or SIGTERM: the mutants that finished, then the stop
         signum = stop_signal() or signal.SIGINT
@@ -50,6 +52,12 @@ def add_hunt_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     parser.add_argument("catalogue", nargs="?", default=str(DEFAULT_CATALOGUE), help="a mutant catalogue (default: the packaged one, prefixspec/data/impl.toml, the planted bugs of impl)")
     parser.add_argument("--mutant", default=None, metavar="ID", help="hunt only this mutant")
     parser.add_argument("--profile", choices=PROFILES, default=None, help=PROFILE_HELP)
+    parser.add_argument(
+        "--steps",
+        type=engine_steps,
+        default=ENGINE_STEPS_PER_EXAMPLE,
+        help=f"engine steps each engine example of a mutant's check must reach, as check's (default {ENGINE_STEPS_PER_EXAMPLE}, at most {MOST_ENGINE_STEPS:,}): fewer, a shorter hunt",
+    )
     parser.add_argument("--out", default="hunt", metavar="DIR", help="where the counterexample traces go (default hunt/)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument(

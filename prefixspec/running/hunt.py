@@ -20,6 +20,7 @@ from typing import TextIO
 
 from spec.api import Rules, TargetFailure
 from prefixspec.drive.seed_tests import SEED_TESTS
+from prefixspec.drive.tallies import ENGINE_STEPS_PER_EXAMPLE
 from prefixspec.running.parallel import run_pool
 from prefixspec.running.report import write_whole
 from prefixspec.running.stages import RunPlan, run_check
@@ -60,9 +61,17 @@ class HuntResult:
 
 
 def hunt_mutant(
-    catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path, rules: Rules = Rules(), timeout: float | None = DEFAULT_TIMEOUT
+    catalogue: Catalogue,
+    mutant: Mutant,
+    profile: str,
+    out_dir: Path,
+    rules: Rules = Rules(),
+    timeout: float | None = DEFAULT_TIMEOUT,
+    steps: int = ENGINE_STEPS_PER_EXAMPLE,
 ) -> HuntResult:
     """Plant ``mutant`` and run the seed tests, then every stage of ``check`` under ``rules``, against it.
+
+    ``steps`` is the engine steps each engine example must reach, as ``check --steps``.
 
     The mutant is a target like any other: its import, its factory and every
     call under a ``Guard`` (``timeout`` seconds a call), so an exit, its own
@@ -90,7 +99,7 @@ def hunt_mutant(
     with tempfile.TemporaryDirectory(prefix=f"hunt-{mutant.id}-") as scratch:
         stages_start = time.perf_counter() - started
         target = f"{catalogue.path}#{mutant.id}"
-        plan = replace(RunPlan.of_profile(profile), out_dir=Path(scratch), replay_target=f"--target {target}", rules=rules, announce=announce_stage)
+        plan = replace(RunPlan.of_profile(profile), min_engine_steps=steps, out_dir=Path(scratch), replay_target=f"--target {target}", rules=rules, announce=announce_stage)
         report = run_check(factory, target_name=target, plan=plan)
         shortest = None
         for index, stage in enumerate(report.stages):
@@ -131,6 +140,7 @@ def hunt(
     timeout: float | None = DEFAULT_TIMEOUT,
     supervised: bool = True,
     jobs: int = 1,
+    steps: int = ENGINE_STEPS_PER_EXAMPLE,
 ) -> list[HuntResult]:
     """Every mutant of ``catalogue`` (or the one named ``only``), in catalogue order, each in a supervised child.
 
@@ -147,7 +157,7 @@ def hunt(
     for mutant in chosen:
         mutated_sources(catalogue, mutant, "_prefixspec_check")  # every edit checked before any mutant runs
     if not supervised:
-        return [_hunt_one(catalogue, mutant, profile, out_dir, rules, timeout, progress) for mutant in chosen]
+        return [_hunt_one(catalogue, mutant, profile, out_dir, rules, timeout, steps, progress) for mutant in chosen]
     results: dict[int, HuntResult] = {}
     errors: dict[int, CatalogueError] = {}
 
@@ -163,7 +173,7 @@ def hunt(
         say(progress, f"  {result.mutant.id}: {verdict(result)} in {result.seconds:.1f} s")
         return []
 
-    works = {index: _hunt_work(catalogue, mutant, profile, out_dir, rules, timeout) for index, mutant in enumerate(chosen)}
+    works = {index: _hunt_work(catalogue, mutant, profile, out_dir, rules, timeout, steps) for index, mutant in enumerate(chosen)}
     try:
         run_pool(works, jobs, timeout, ended, starting)
     except KeyboardInterrupt as stop:
@@ -189,18 +199,20 @@ def verdict(result: HuntResult) -> str:
 
 
 def _hunt_one(
-    catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path, rules: Rules, timeout: float | None, progress: TextIO | None
+    catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path, rules: Rules, timeout: float | None, steps: int, progress: TextIO | None
 ) -> HuntResult:
     say(progress, f"  hunting {mutant.id}: {mutant.bug} ...")
-    return hunt_mutant(catalogue, mutant, profile, out_dir, rules, timeout)
+    return hunt_mutant(catalogue, mutant, profile, out_dir, rules, timeout, steps)
 
 
-def _hunt_work(catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path, rules: Rules, timeout: float | None) -> Callable[[], int]:
+def _hunt_work(
+    catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path, rules: Rules, timeout: float | None, steps: int
+) -> Callable[[], int]:
     """What a supervised child runs for ``mutant``: its hunt, the result sent to the parent."""
 
     def work() -> int:
         try:
-            send("hunted", hunt_mutant(catalogue, mutant, profile, out_dir, rules, timeout))
+            send("hunted", hunt_mutant(catalogue, mutant, profile, out_dir, rules, timeout, steps))
         except TargetError as error:
             send("usage", str(error))
             return ExitStatus.USAGE
