@@ -295,8 +295,10 @@ def test_the_counter_tree_passes_the_call_machine_under_its_preset(policy: Polic
         ("slru", "inherit", 2, "sglang-lfu"),
     ],
 )
-def test_the_counter_tree_fails_a_preset_it_differs_from_observably(policy: Policy, split: Literal["fresh", "inherit"], threshold: int, preset: str) -> None:
-    plan = replace(RunPlan.of_profile("ci"), rules=RULE_PRESETS[preset])
+def test_the_counter_tree_fails_a_preset_it_differs_from_observably(
+    policy: Policy, split: Literal["fresh", "inherit"], threshold: int, preset: str, tmp_path: Path
+) -> None:
+    plan = replace(RunPlan.of_profile("ci"), rules=RULE_PRESETS[preset], out_dir=tmp_path)
     result = run_stage("call machine", functools.partial(CounterTree, policy=policy, split=split, threshold=threshold), plan)
     assert not result.passed
     assert result.rule.startswith("R7/R8") or result.rule.startswith("R8"), result.failure
