@@ -11,7 +11,7 @@ from pathlib import Path
 from prefixspec.commands.options import MOST_ENGINE_STEPS, add_jobs_option, add_rules_option, engine_steps, output_folder, positive_seconds
 from prefixspec.drive.tallies import ENGINE_STEPS_PER_EXAMPLE
 from prefixspec.targets.pipe import DEFAULT_TIMEOUT
-from prefixspec.exit_status import ExitStatus, stopped_by
+from prefixspec.exit_status import ExitStatus, stop_words, stopped_by
 from prefixspec.targets.interrupts import stop_signal
 from prefixspec.running.hunt import hunt, table
 from prefixspec.running.profiles import PROFILE_HELP, PROFILES, load_profile
@@ -37,7 +37,7 @@ def command_hunt(arguments: argparse.Namespace) -> int:
     except KeyboardInterrupt as stop:  # the user's Ctrl-C or SIGTERM: the mutants that finished, then the stop
         signum = stop_signal() or signal.SIGINT
         finished = getattr(stop, "prefixspec_hunted", [])
-        how = "interrupted (Ctrl-C)" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+        how = stop_words(signum)
         if finished:
             print(table(finished))
         print(f"result: STOPPED, {how}, after {len(finished)} finished mutant(s)")
