@@ -1,0 +1,174 @@
+"""Cutting long histories: calls replaced by inert fillers that keep the count of the clock's ticks.
+
+A bug that needs many uses of R7's clock (a clock kept in 16 bits wraps after
+2^16 matches and inserts) needs their count, not the particular calls: delta
+debugging could remove none of them, since each removal moves the wrap.  So
+here a cut replaces calls instead of removing them: a call that ticks the
+clock becomes a ``filler``, a match of a one-token prompt, and any other call
+goes (``hollowed``).  A filler is inert under every rule set: its usable
+prefix is empty (R3: u = 0 for one token, whatever B), so it matches the root,
+splits nothing, uses nothing (R7: the root is no use; under ``use=release`` a
+lookup touches nothing anyway) and publishes no event (R13); it ticks the
+clock (R7) and counts one lookup of one query token (R9).  Identical fillers
+fold into one repeat block when the counterexample is written
+(``repeats.fold``), so a clock-overflow counterexample reads as a handful of
+lines.
+
+Each replay of a long history costs seconds, so ``cut_history`` spends few:
+first the calls that changed nothing in the spec's run (``inert``), then whole
+kinds of calls (every lock and unlock, every eviction, ...), then chunks in
+the order of delta debugging's complements (halves, quarters, ...), then the
+fillers themselves where the count was not what mattered.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Sequence
+
+from spec.api import ERROR_TYPES, Rules
+from prefixspec.compare.delta import delta_debug
+from prefixspec.formats.repeats import Step
+from prefixspec.vocabulary import TAKE_EVENTS, Call
+
+FILLER_TOKENS = (0,)
+"""The prompt of a filler: one token, so that R3 searches none of it."""
+
+KINDS: tuple[frozenset[str], ...] = (
+    frozenset({"lock", "unlock"}),
+    frozenset({"evict"}),
+    frozenset({TAKE_EVENTS.op}),
+    frozenset({"stats", "cached_tokens", "cached_blocks", "evictable_blocks", "hit_rate"}),
+    frozenset({"match"}),
+    frozenset({"insert"}),
+)
+"""The kinds of calls ``cut_history`` tries to hollow all at once, a replay each: an engine's history is mostly
+bookkeeping around the few calls a bug needs (its requests' locks, its evictions, the router's takes).  Locks
+first: once they are gone no call names a node, so no later cut leaves a handle unresolved."""
+
+Replay = Callable[[list[Call]], tuple[list[Call], Sequence[Step]] | None]
+"""A test of a candidate: None when it no longer fails; else the failing calls to go on from (the candidate, cut
+just after its disagreement) and the steps its run made, with the spec's results (``Disagreement.trace``)."""
+
+
+def filler(calls: Sequence[Call]) -> Call:
+    """The filler for ``calls``: a match of ``FILLER_TOKENS`` named by a handle no call of ``calls`` names or refers to
+    (no later lock may find a filler's root where a removed call's node was)."""
+    taken = {call.name for call in calls} | {handle for call in calls for handle in call.handles}
+    name = "filler"
+    number = 0
+    while name in taken:
+        number += 1
+        name = f"filler_{number}"
+    return Call("match", (FILLER_TOKENS,), name)
+
+
+def ticks_clock(call: Call, rules: Rules) -> bool:
+    """Whether ``call`` (not refused) ticks R7's clock: a match or an insert, and under ``use=release`` an unlock of
+    a node (it releases blocks at a moment of its own)."""
+    return call.kind.uses or (rules.use == "release" and call.op == "unlock" and call.handles != ("root",))
+
+
+def hollowed(calls: Sequence[Call], gone: Collection[int], fill: Call, rules: Rules, *, refused: Collection[int] = ()) -> list[Call]:
+    """``calls`` with those at the indices ``gone`` replaced, and with them every later call that refers to a node
+    one of them named (its locks and unlocks): each that ticks the clock by ``fill``, any other left out, as is
+    each of ``refused`` (a call the spec refused ticks nothing: R10).
+
+    So the clock ticks as often, at the same places, as it did in ``calls``.
+    """
+    orphaned: set[str] = set()
+    kept: list[Call] = []
+    for index, call in enumerate(calls):
+        if index in refused:
+            if call.name:
+                orphaned.add(call.name)
+        elif index in gone or (call.handles and not orphaned.isdisjoint(call.handles)):
+            if call.name:
+                orphaned.add(call.name)
+            if ticks_clock(call, rules):
+                kept.append(fill)
+        else:
+            if call.name:
+                orphaned.discard(call.name)
+            kept.append(call)
+    return kept
+
+
+def spec_results(calls: Sequence[Call], steps: Sequence[Step]) -> list[str | None]:
+    """The spec's result of each of ``calls`` in a run that made ``steps``: when the calls take no events themselves,
+    the lockstep's own takes among the steps are passed over (``shrink.replayed_calls``)."""
+    own_takes = any(call.op == TAKE_EVENTS.op for call in calls)
+    results = [step.expected for step in steps if own_takes or step.call.op != TAKE_EVENTS.op]
+    return results[: len(calls)] + [None] * (len(calls) - len(results))
+
+
+def inert(calls: Sequence[Call], results: Sequence[str | None]) -> tuple[set[int], set[int]]:
+    """The calls that, by the spec's ``results``, changed nothing but the counters: a match of nothing (its usable
+    prefix uncached: it used no node, R7), a lock or unlock of the root (R6), an eviction that freed nothing (R8),
+    a query, a take of no events; and the calls the spec refused (R10).  Both sets as indices."""
+    quiet: set[int] = set()
+    refused: set[int] = set()
+    for index, (call, result) in enumerate(zip(calls, results)):
+        if result is None:
+            continue
+        if result in ERROR_TYPES:
+            refused.add(index)
+        elif (
+            (call.op == "match" and result == "0 [] root")
+            or (call.op in ("lock", "unlock") and call.handles == ("root",))
+            or (call.op == "evict" and result == "[]")
+            or (call.op == TAKE_EVENTS.op and result == "none")
+            or not call.kind.params
+        ):
+            quiet.add(index)
+    return quiet, refused
+
+
+def cut_history(calls: list[Call], steps: Sequence[Step], replay: Replay, deadline: float, rules: Rules) -> list[Call]:
+    """Failing calls, as few real ones as found by ``deadline`` (time.monotonic, checked before each replay), the
+    rest fillers; ``calls`` must fail, in a run that made ``steps``.
+
+    In turn: the ``inert`` calls hollowed; every kind of ``KINDS`` hollowed at once; the calls left hollowed by
+    delta debugging's complements (``delta_debug`` without its windows and pairs, which cost a replay each and
+    find little that the complements left), the inert ones again after each step that left some; then the
+    fillers left out, all of them (a bug of counts, not of the clock), else those after the last real call.
+    """
+    fill = filler(calls)
+    best, best_steps = calls, steps
+
+    def accepted(candidate: list[Call]) -> bool:
+        nonlocal best, best_steps
+        if time.monotonic() >= deadline or candidate == best:
+            return False
+        failing = replay(candidate)
+        if failing is None:
+            return False
+        best, best_steps = failing
+        return True
+
+    def without_inert() -> bool:
+        quiet, refused = inert(best, spec_results(best, best_steps))
+        return bool(quiet | refused) and accepted(hollowed(best, quiet, fill, rules, refused=refused))
+
+    without_inert()
+    for kinds in KINDS:
+        if accepted(hollowed(best, [index for index, call in enumerate(best) if call.op in kinds], fill, rules)):
+            without_inert()
+
+    def real_calls() -> list[int]:
+        return [index for index, call in enumerate(best) if call != fill]
+
+    def hollow_all_but(kept: list[int]) -> list[int] | None:
+        """A candidate of ``delta_debug``: of the real calls (indices in ``best``), those at ``kept``, and fillers."""
+        keep = set(kept)
+        if not accepted(hollowed(best, [index for index in real_calls() if index not in keep], fill, rules)):
+            return None
+        without_inert()
+        return real_calls()
+
+    if len(real_calls()) >= 2:
+        delta_debug(real_calls(), hollow_all_but, deadline, thorough=False)
+    if fill in best and not accepted([call for call in best if call != fill]):
+        last_real = max(real_calls(), default=-1)
+        accepted(best[: last_real + 1])
+    return best
