@@ -34,17 +34,26 @@ from prefixspec.vocabulary import TAKE_EVENTS, Call
 FILLER_TOKENS = (0,)
 """The prompt of a filler: one token, so that R3 searches none of it."""
 
+QUERIES = frozenset({"stats", "cached_tokens", "cached_blocks", "evictable_blocks", "hit_rate"})
+
 KINDS: tuple[frozenset[str], ...] = (
     frozenset({"lock", "unlock"}),
     frozenset({"evict"}),
     frozenset({TAKE_EVENTS.op}),
-    frozenset({"stats", "cached_tokens", "cached_blocks", "evictable_blocks", "hit_rate"}),
+    QUERIES,
     frozenset({"match"}),
     frozenset({"insert"}),
 )
 """The kinds of calls ``cut_history`` tries to hollow all at once, a replay each: an engine's history is mostly
 bookkeeping around the few calls a bug needs (its requests' locks, its evictions, the router's takes).  Locks
 first: once they are gone no call names a node, so no later cut leaves a handle unresolved."""
+
+ONLY: tuple[frozenset[str], ...] = (QUERIES | {"insert"}, QUERIES | {"insert", "match"})
+"""The kinds ``cut_history`` first tries to keep alone, the rest hollowed: the contents alone (a bug of sizes, of
+counts of blocks), then the uses too.  Tried before ``KINDS`` one by one, since an engine's locks and
+evictions hold one another in balance: without the evictions a cache grows past its pool, without the locks it
+evicts what a bug of sizes needed, and without both it keeps all it was given."""
+
 
 Replay = Callable[[list[Call]], tuple[list[Call], Sequence[Step]] | None]
 """A test of a candidate: None when it no longer fails; else the failing calls to go on from (the candidate, cut
@@ -105,7 +114,7 @@ def spec_results(calls: Sequence[Call], steps: Sequence[Step]) -> list[str | Non
 def inert(calls: Sequence[Call], results: Sequence[str | None]) -> tuple[set[int], set[int]]:
     """The calls that, by the spec's ``results``, changed nothing but the counters: a match of nothing (its usable
     prefix uncached: it used no node, R7), a lock or unlock of the root (R6), an eviction that freed nothing (R8),
-    a query, a take of no events; and the calls the spec refused (R10).  Both sets as indices."""
+    a take of no events (queries are what a counter's bug shows in); and the calls the spec refused (R10).  Both sets as indices."""
     quiet: set[int] = set()
     refused: set[int] = set()
     for index, (call, result) in enumerate(zip(calls, results)):
@@ -118,13 +127,12 @@ def inert(calls: Sequence[Call], results: Sequence[str | None]) -> tuple[set[int
             or (call.op in ("lock", "unlock") and call.handles == ("root",))
             or (call.op == "evict" and result == "[]")
             or (call.op == TAKE_EVENTS.op and result == "none")
-            or not call.kind.params
         ):
             quiet.add(index)
     return quiet, refused
 
 
-def cut_history(calls: list[Call], steps: Sequence[Step], replay: Replay, deadline: float, rules: Rules) -> list[Call]:
+def cut_history(calls: list[Call], steps: Sequence[Step], replay: Replay, deadline: float, rules: Rules, *, short: int) -> list[Call]:
     """Failing calls, as few real ones as found by ``deadline`` (time.monotonic, checked before each replay), the
     rest fillers; ``calls`` must fail, in a run that made ``steps``.
 
@@ -150,10 +158,14 @@ def cut_history(calls: list[Call], steps: Sequence[Step], replay: Replay, deadli
         quiet, refused = inert(best, spec_results(best, best_steps))
         return bool(quiet | refused) and accepted(hollowed(best, quiet, fill, rules, refused=refused))
 
-    without_inert()
+    for kept_kinds in ONLY:
+        if accepted(hollowed(best, [index for index, call in enumerate(best) if call.op not in kept_kinds], fill, rules)):
+            break
     for kinds in KINDS:
-        if accepted(hollowed(best, [index for index, call in enumerate(best) if call.op in kinds], fill, rules)):
-            without_inert()
+        accepted(hollowed(best, [index for index, call in enumerate(best) if call.op in kinds], fill, rules))
+    without_inert()
+    if fill in best and accepted([call for call in best if call != fill]) and len(best) <= short:
+        return best  # the count of uses was not what mattered, and the calls left are few: delta debugging's turn
 
     def real_calls() -> list[int]:
         return [index for index, call in enumerate(best) if call != fill]

@@ -112,7 +112,7 @@ def minimise(
         return None if failing is None else (failing, found.trace.steps)
 
     if len(best) > LONG_TRACE:
-        best = cut_history(best, found.trace.steps, replay, deadline, rules)
+        best = cut_history(best, found.trace.steps, replay, deadline, rules, short=LONG_TRACE)
     if len(best) <= LONG_TRACE:
         best = delta_debug(best, still_fails, deadline)
     return best, found
