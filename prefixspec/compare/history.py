@@ -48,13 +48,6 @@ KINDS: tuple[frozenset[str], ...] = (
 bookkeeping around the few calls a bug needs (its requests' locks, its evictions, the router's takes).  Locks
 first: once they are gone no call names a node, so no later cut leaves a handle unresolved."""
 
-ONLY: tuple[frozenset[str], ...] = (QUERIES | {"insert"}, QUERIES | {"insert", "match"})
-"""The kinds ``cut_history`` first tries to keep alone, the rest hollowed: the contents alone (a bug of sizes, of
-counts of blocks), then the uses too.  Tried before ``KINDS`` one by one, since an engine's locks and
-evictions hold one another in balance: without the evictions a cache grows past its pool, without the locks it
-evicts what a bug of sizes needed, and without both it keeps all it was given."""
-
-
 Replay = Callable[[list[Call]], tuple[list[Call], Sequence[Step]] | None]
 """A test of a candidate: None when it no longer fails; else the failing calls to go on from (the candidate, cut
 just after its disagreement) and the steps its run made, with the spec's results (``Disagreement.trace``)."""
@@ -85,6 +78,7 @@ def hollowed(calls: Sequence[Call], gone: Collection[int], fill: Call, rules: Ru
 
     So the clock ticks as often, at the same places, as it did in ``calls``.
     """
+    gone, refused = set(gone), set(refused)  # each looked up once a call: lists would make the cut quadratic
     orphaned: set[str] = set()
     kept: list[Call] = []
     for index, call in enumerate(calls):
@@ -158,9 +152,6 @@ def cut_history(calls: list[Call], steps: Sequence[Step], replay: Replay, deadli
         quiet, refused = inert(best, spec_results(best, best_steps))
         return bool(quiet | refused) and accepted(hollowed(best, quiet, fill, rules, refused=refused))
 
-    for kept_kinds in ONLY:
-        if accepted(hollowed(best, [index for index, call in enumerate(best) if call.op not in kept_kinds], fill, rules)):
-            break
     for kinds in KINDS:
         accepted(hollowed(best, [index for index, call in enumerate(best) if call.op in kinds], fill, rules))
     without_inert()
