@@ -23,8 +23,11 @@ fillers themselves where the count was not what mattered.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import time
 from collections.abc import Callable, Collection, Sequence
+from typing import cast
 
 from spec.api import ERROR_TYPES, Rules
 from prefixspec.compare.delta import delta_debug
@@ -126,14 +129,48 @@ def inert(calls: Sequence[Call], results: Sequence[str | None]) -> tuple[set[int
     return quiet, refused
 
 
+def fresh_blocks(calls: Sequence[Call], results: Sequence[str | None]) -> list[Call]:
+    """``calls`` with every block id that an eviction freed (by the spec's ``results``) given a new number for its
+    next life, above every id the calls name: the same run, its blocks told apart, so that hollowing the evictions
+    leaves no later insert refused for an id still cached (R5).  The first life of each id keeps its number."""
+    top = max((block for call in calls if call.op == "insert" for block in cast(tuple[int, ...], call.arg("blocks"))), default=0)
+    fresh = itertools.count(top + 1)
+    renamed: dict[int, int] = {}
+    freed: set[int] = set()
+    kept: list[Call] = []
+    for call, result in zip(calls, results):
+        if call.op == "insert":
+            blocks = cast(tuple[int, ...], call.arg("blocks"))
+            for block in blocks:
+                if block in freed:
+                    freed.discard(block)
+                    renamed[block] = next(fresh)
+            call = dataclasses.replace(call, args=(call.args[0], tuple(renamed.get(block, block) for block in blocks)))
+        elif call.op == "evict" and result is not None and result.startswith("["):
+            freed.update(int(block) for block in result.strip("[]").split())
+        kept.append(call)
+    return kept + list(calls[len(kept) :])
+
+
+SUFFIX_GROWTH = 8
+"""The first candidates keep the last 8 real calls, everything before them hollowed, then the last 64 and 512
+(``LONGEST_SUFFIX``): a bug of the clock's count needs the calls around its wrap alone, so one replay of a mostly
+hollow history may cut it at once.  A bug of a count of blocks then keeps the 8, 64, ... largest inserts."""
+LONGEST_SUFFIX = 512
+"""Past this many real calls a candidate's replay costs as much as the history's (a cache of thousands of blocks)."""
+
+
 def cut_history(calls: list[Call], steps: Sequence[Step], replay: Replay, deadline: float, rules: Rules, *, short: int) -> list[Call]:
     """Failing calls, as few real ones as found by ``deadline`` (time.monotonic, checked before each replay), the
-    rest fillers; ``calls`` must fail, in a run that made ``steps``.
+    rest fillers; ``calls`` must fail, in a run that made ``steps``.  The last call, after which the disagreement
+    showed, is never hollowed, nor the last take of events (without any the lockstep would take after each insert).
 
-    In turn: the ``inert`` calls hollowed; every kind of ``KINDS`` hollowed at once; the calls left hollowed by
-    delta debugging's complements (``delta_debug`` without its windows and pairs, which cost a replay each and
-    find little that the complements left), the inert ones again after each step that left some; then the
-    fillers left out, all of them (a bug of counts, not of the clock), else those after the last real call.
+    In turn: the last real calls alone kept (``SUFFIX_GROWTH``, then halved towards the fewest that fail), the
+    ``inert`` ones hollowed with them; failing that, the inserts alone (``fresh_blocks``: a bug of a count of
+    blocks), then the largest of them alone; then every kind of ``KINDS`` hollowed at once; then the calls left
+    hollowed by delta debugging's complements (``delta_debug`` without its windows and pairs, which cost a replay
+    each and find little that the complements left); then the fillers left out, all of them (a bug of counts,
+    not of the clock), else those after the last real call.
     """
     fill = filler(calls)
     best, best_steps = calls, steps
@@ -148,30 +185,65 @@ def cut_history(calls: list[Call], steps: Sequence[Step], replay: Replay, deadli
         best, best_steps = failing
         return True
 
-    def without_inert() -> bool:
-        quiet, refused = inert(best, spec_results(best, best_steps))
-        return bool(quiet | refused) and accepted(hollowed(best, quiet, fill, rules, refused=refused))
+    known: tuple[list[Call], set[int], set[int], list[int]] | None = None
 
+    def read() -> tuple[set[int], set[int], list[int]]:
+        """Of ``best``: the ``inert`` calls, the refused ones, and the real ones (neither fillers nor either of
+        those, the last call and the last take apart), read once for each ``best``."""
+        nonlocal known
+        if known is None or known[0] is not best:
+            quiet, refused = inert(best, spec_results(best, best_steps))
+            takes = [index for index, call in enumerate(best[:-1]) if call.op == TAKE_EVENTS.op]
+            quiet.difference_update(takes[-1:])
+            spared = quiet | refused | set(takes[-1:])
+            real = [index for index, call in enumerate(best[:-1]) if call != fill and index not in spared]
+            known = (best, quiet, refused, real)
+        return known[1], known[2], known[3]
+
+    def real_calls() -> list[int]:
+        return read()[2]
+
+    def keeping(kept: Collection[int], base: list[Call] | None = None) -> list[Call]:
+        """``best`` (or ``base``, the same run renamed) with every call hollowed but those at ``kept``, the last
+        call and the last take; the inert ones hollowed too."""
+        quiet, refused, real = read()
+        keep = set(kept)
+        return hollowed(best if base is None else base, {index for index in real if index not in keep} | quiet, fill, rules, refused=refused)
+
+    def fewest_alone(ranked: Callable[[], list[int]], longest: int) -> bool:
+        """Whether the last 8, 64, ... (up to ``longest``) of ``ranked()`` (real calls, the least wanted first)
+        fail alone; then as few of them as halving finds."""
+        failed_with, count = 0, SUFFIX_GROWTH
+        while not accepted(keeping(ranked()[-count:])):
+            if count >= min(len(ranked()), longest) or time.monotonic() >= deadline:
+                return False
+            failed_with, count = count, count * SUFFIX_GROWTH
+        while len(ranked()) > failed_with + 1 and time.monotonic() < deadline:  # fewer, down to a count that did not fail
+            fewer = (len(ranked()) + failed_with) // 2
+            if not accepted(keeping(ranked()[-fewer:])):
+                failed_with = fewer
+        return True
+
+    def inserts_by_size() -> list[int]:
+        """The real inserts, the fewest blocks first (stable: the earlier of two as long first)."""
+        inserts = [index for index in real_calls() if best[index].op == "insert"]
+        return sorted(inserts, key=lambda index: len(cast(tuple[int, ...], best[index].arg("blocks"))))
+
+    if not fewest_alone(real_calls, LONGEST_SUFFIX):
+        inserts = [index for index in real_calls() if best[index].op == "insert"]
+        if accepted(keeping(inserts, fresh_blocks(best, spec_results(best, best_steps)))):  # the same run: the spec's results hold
+            fewest_alone(inserts_by_size, len(best))
     for kinds in KINDS:
-        accepted(hollowed(best, [index for index, call in enumerate(best) if call.op in kinds], fill, rules))
-    without_inert()
+        accepted(keeping([index for index in real_calls() if best[index].op not in kinds]))
     if fill in best and accepted([call for call in best if call != fill]) and len(best) <= short:
         return best  # the count of uses was not what mattered, and the calls left are few: delta debugging's turn
 
-    def real_calls() -> list[int]:
-        return [index for index, call in enumerate(best) if call != fill]
-
     def hollow_all_but(kept: list[int]) -> list[int] | None:
         """A candidate of ``delta_debug``: of the real calls (indices in ``best``), those at ``kept``, and fillers."""
-        keep = set(kept)
-        if not accepted(hollowed(best, [index for index in real_calls() if index not in keep], fill, rules)):
-            return None
-        without_inert()
-        return real_calls()
+        return real_calls() if accepted(keeping(kept)) else None
 
     if len(real_calls()) >= 2:
         delta_debug(real_calls(), hollow_all_but, deadline, thorough=False)
     if fill in best and not accepted([call for call in best if call != fill]):
-        last_real = max(real_calls(), default=-1)
-        accepted(best[: last_real + 1])
+        accepted(best[: max(index for index, call in enumerate(best) if call != fill) + 1])  # the fillers after the last real call
     return best

@@ -44,19 +44,24 @@ snapshot after each of their hundreds of calls made one replay cost seconds and 
 minute (the planted bug r04: a report after 69 s)."""
 
 
-def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules()) -> Disagreement | None:
+def first_disagreement(
+    block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules(), *, deadline: float | None = None
+) -> Disagreement | None:
     """Run ``calls`` on a fresh spec (under ``rules``) and a fresh target in lockstep; the first disagreement, or None.
 
     The events are taken where ``calls`` take them (a router polls when it
     likes: a take may span several calls); calls that take none have them
-    taken after every insert and evict.
+    taken after every insert and evict.  Past ``deadline`` (time.monotonic,
+    read every ``DEADLINE_EVERY`` calls) the run stops, undecided: None.
     """
     every = 1 if len(calls) <= SHORT_TRACE else SHORT_TRACE // 4 if len(calls) <= LONG_TRACE else SAMPLED_SNAPSHOTS
     takes_recorded = any(call.op == TAKE_EVENTS.op for call in calls)
     pair = Lockstep(
         SpecCache(block_size, rules), target(block_size), snapshot_every=every, target_factory=target, take_every=None if takes_recorded else 1
     )
-    for call in calls:
+    for index, call in enumerate(calls):
+        if deadline is not None and index % DEADLINE_EVERY == 0 and time.monotonic() >= deadline:
+            return None
         try:
             pair.perform(call)
         except Disagreement as disagreement:
@@ -73,12 +78,22 @@ def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFact
     return None
 
 
+DEADLINE_EVERY = 1000
+"""How often a replay reads the clock: 1,000 calls of a long history take some 10 ms."""
+
+
 class DoesNotReproduce(ValueError):
     """Calls to minimise on which the target agrees with the spec."""
 
 
 def minimise(
-    block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules(), *, time_budget: float = 60.0
+    block_size: int,
+    calls: Sequence[Call],
+    target: CacheFactory,
+    rules: Rules = Rules(),
+    *,
+    time_budget: float = 60.0,
+    steps: Sequence[Step] | None = None,
 ) -> tuple[list[Call], Disagreement]:
     """The fewest calls, kept in order, on which ``target`` still disagrees with the spec.
 
@@ -87,21 +102,21 @@ def minimise(
     ``LONG_TRACE`` is first cut as a history (``history.cut_history``: calls
     replaced by fillers that keep the clock's count), and what is left, when
     short, by delta debugging.  Stops improving after ``time_budget`` seconds
-    (of a long run: from the start, its first replay included, since each of
-    its replays costs seconds) and returns the best found so far.
+    and returns the best found so far: of a long run, from the start, every
+    replay stopped at the deadline.
+
+    ``steps``, the run that found ``calls`` failing (its ``Disagreement.trace.steps``, with the spec's results),
+    spares a long run its first replay: the history is cut from them at once, and ``calls`` are replayed whole,
+    the check that they fail at all, only when no cut of them failed by the deadline.
     """
     started = time.monotonic()
-    found = first_disagreement(block_size, calls, target, rules)
-    if found is None:
-        raise DoesNotReproduce("the calls do not make the target disagree with the spec")
-    best = list(calls[: replayed_calls(calls, found)])
-    deadline = (started if len(best) > LONG_TRACE else time.monotonic()) + time_budget
+    found: Disagreement | None = None
 
     def still_fails(candidate: list[Call]) -> list[Call] | None:
         nonlocal found
         if not candidate or not handles_resolve(candidate):
             return None
-        disagreement = first_disagreement(block_size, candidate, target, rules)
+        disagreement = first_disagreement(block_size, candidate, target, rules, deadline=deadline)
         if disagreement is None:
             return None
         found = disagreement
@@ -109,10 +124,21 @@ def minimise(
 
     def replay(candidate: list[Call]) -> tuple[list[Call], Sequence[Step]] | None:
         failing = still_fails(candidate)
-        return None if failing is None else (failing, found.trace.steps)
+        return None if failing is None or found is None else (failing, found.trace.steps)
 
-    if len(best) > LONG_TRACE:
-        best = cut_history(best, found.trace.steps, replay, deadline, rules, short=LONG_TRACE)
+    deadline = started + time_budget
+    best = list(calls)
+    if steps is not None and len(best) > LONG_TRACE and len(steps) == len(best):
+        best = cut_history(best, steps, replay, deadline, rules, short=LONG_TRACE)
+    if found is None:  # no cut failed: the calls themselves must
+        found = first_disagreement(block_size, calls, target, rules)
+        if found is None:
+            raise DoesNotReproduce("the calls do not make the target disagree with the spec")
+        best = list(calls[: replayed_calls(calls, found)])
+        if len(best) > LONG_TRACE and steps is None:
+            best = cut_history(best, found.trace.steps, replay, deadline, rules, short=LONG_TRACE)
+        elif len(best) <= LONG_TRACE:
+            deadline = time.monotonic() + time_budget  # a short run's budget is its cut's alone
     if len(best) <= LONG_TRACE:
         best = delta_debug(best, still_fails, deadline)
     return best, found

@@ -35,8 +35,8 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
     # Delta debugging stops improving so that the report is written within a
     # minute of the stage's start (issue 12), whatever the trace's length.
     budget = max(2.0, plan.report_within - (time.perf_counter() - started))
-    try:  # its first replay of the calls is the check that they reproduce the failure (a scale run: 100,000 calls)
-        kept, disagreement = minimise(trace.block_size, calls, target, plan.rules, time_budget=budget)
+    try:  # the stage's steps spare a long run its first replay (a scale run: 100,000 calls, seconds)
+        kept, disagreement = minimise(trace.block_size, calls, target, plan.rules, time_budget=budget, steps=trace.steps)
     except DoesNotReproduce:
         stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
         return
