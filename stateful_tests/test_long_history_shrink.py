@@ -15,13 +15,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import pytest
 
+from prefixspec.commands.replay import replay_beside_spec
+from prefixspec.compare import shrink
 from prefixspec.compare.delta import delta_debug
 from prefixspec.compare.history import FILLER_TOKENS, filler, hollowed, inert, spec_results
-from prefixspec.compare.shrink import LONG_TRACE, counterexample_trace, first_disagreement, handles_resolve, minimise
-from prefixspec.formats.trace import parse_trace, record
+from prefixspec.compare.lockstep import Disagreement
+from prefixspec.compare.shrink import LONG_TRACE, DoesNotReproduce, counterexample_trace, first_disagreement, handles_resolve, minimise
+from prefixspec.exit_status import ExitStatus
+from prefixspec.formats.trace import Step, parse_trace, read_trace, record, replay
 from prefixspec.running.report import cut_long_comments
 from prefixspec.shipped import IMPL_CATALOGUE
 from prefixspec.targets.mutants import load_mutant, read_catalogue
@@ -130,3 +136,78 @@ def test_the_r07_hunt_writes_a_handful_of_lines(tmp_path: Path) -> None:
     replay = [sys.executable, "-m", "prefixspec", "replay", str(written), "--target"]
     assert subprocess.run([*replay, target], cwd=tmp_path, capture_output=True).returncode == 1
     assert subprocess.run([*replay, "impl:RadixCache"], cwd=tmp_path, capture_output=True).returncode == 0
+
+
+def failing_steps(calls: list[Call], target: CacheFactory) -> tuple[list[Call], list[Step]]:
+    """The calls up to the disagreement and the steps of the run that found it, as a stage hands them over (the
+    lockstep's takes of events among the calls)."""
+    found = first_disagreement(BLOCK, calls, target)
+    assert found is not None
+    return [step.call for step in found.trace.steps], list(found.trace.steps)
+
+
+@dataclass
+class StepsCut:
+    """The planted clock's history cut from the steps of the run that found it, and the lengths of its replays."""
+
+    calls: list[Call]
+    kept: list[Call]
+    disagreement: Disagreement
+    replayed: list[bool]
+    """For each replay, whether it replayed the history whole."""
+
+
+@pytest.fixture(scope="module")
+def steps_cut(planted: CacheFactory) -> Iterator[StepsCut]:
+    calls, steps = failing_steps(long_history(), planted)
+    replayed: list[bool] = []
+    real_replay = shrink.first_disagreement
+
+    def counted(
+        block_size: int, candidate: Sequence[Call], target: CacheFactory, rules: Rules = Rules(), *, deadline: float | None = None
+    ) -> Disagreement | None:
+        replayed.append(list(candidate) == calls)
+        return real_replay(block_size, candidate, target, rules, deadline=deadline)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(shrink, "first_disagreement", counted)
+        kept, disagreement = minimise(BLOCK, calls, planted, time_budget=120.0, steps=steps)
+    yield StepsCut(calls, kept, disagreement, replayed)
+
+
+def test_the_runs_own_steps_spare_the_first_replay_and_the_cut_replays_as_failing(
+    planted: CacheFactory, steps_cut: StepsCut, tmp_path: Path
+) -> None:
+    assert steps_cut.replayed and not any(steps_cut.replayed)  # never the whole history: the run's steps told what was inert
+    text = cut_long_comments(counterexample_trace(BLOCK, steps_cut.kept, steps_cut.disagreement, "a clock in 13 bits", "-").text())
+    assert len([line for line in text.splitlines() if line and not line.startswith("#")]) <= 16, text
+    written = tmp_path / "clock13.trace"
+    written.write_text(text, encoding="utf-8")
+    trace = read_trace(str(written))
+    assert "repeat" in text and len(trace.calls()) > WRAP - 100
+    assert replay(trace, SpecCache(BLOCK), SpecCache) is None  # its expectations are the spec's own results
+    assert replay_beside_spec(trace, str(written), planted, "clock13") == ExitStatus.FAILED
+    assert replay_beside_spec(trace, str(written), load_mutant(read_catalogue(IMPL_CATALOGUE), None), "impl") == ExitStatus.PASSED
+
+
+def test_a_cut_that_hollows_a_needed_call_is_refused(planted: CacheFactory, steps_cut: StepsCut) -> None:
+    """Negative control: the history cut's first candidates keep the last real calls alone, which hollows the
+    inserts of the two prefixes whose order the wrap reverses; that no longer fails, so the cut keeps them."""
+    without = hollowed(steps_cut.calls, [index for index, call in enumerate(steps_cut.calls) if call.op == "insert"], filler(steps_cut.calls), Rules())
+    assert first_disagreement(BLOCK, without, planted) is None
+    assert [call.arg("tokens") for call in steps_cut.kept if call.op == "insert"] == [(1, 2, 3), (5, 6, 7)]
+
+
+def test_a_history_that_does_not_fail_is_no_counterexample(planted: CacheFactory) -> None:
+    """Negative control: the steps of a failing run, handed over with a target on which neither the calls nor any
+    cut of them fails, give no counterexample (its repeat-form cuts included)."""
+    calls, steps = failing_steps(long_history(), planted)
+    with pytest.raises(DoesNotReproduce):
+        minimise(BLOCK, calls, load_mutant(read_catalogue(IMPL_CATALOGUE), None), time_budget=30.0, steps=steps)
+
+
+def test_a_replay_stops_undecided_at_its_deadline(planted: CacheFactory) -> None:
+    """A report waits for no replay past its budget: a replay past its deadline answers None, no disagreement."""
+    calls = long_history()
+    assert first_disagreement(BLOCK, calls, planted, deadline=time.monotonic() - 1.0) is None
+    assert first_disagreement(BLOCK, calls, planted, deadline=None) is not None

@@ -14,11 +14,14 @@ fold into one repeat block when the counterexample is written
 (``repeats.fold``), so a clock-overflow counterexample reads as a handful of
 lines.
 
-Each replay of a long history costs seconds, so ``cut_history`` spends few:
-first the calls that changed nothing in the spec's run (``inert``), then whole
-kinds of calls (every lock and unlock, every eviction, ...), then chunks in
-the order of delta debugging's complements (halves, quarters, ...), then the
-fillers themselves where the count was not what mattered.
+Each replay of a long history costs seconds, and one of a history hollowed
+but for a few calls a second, so ``cut_history`` tries those first: the last
+few real calls alone (the calls around a clock's wrap), then the inserts alone
+and the largest of them (a count of blocks), the calls that changed nothing in
+the spec's run (``inert``) hollowed with them; then whole kinds of calls
+(every lock and unlock, every eviction, ...), then chunks in the order of
+delta debugging's complements (halves, quarters, ...), then the fillers
+themselves where the count was not what mattered.
 """
 
 from __future__ import annotations
