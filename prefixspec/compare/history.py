@@ -155,6 +155,26 @@ def fresh_blocks(calls: Sequence[Call], results: Sequence[str | None]) -> list[C
     return kept + list(calls[len(kept) :])
 
 
+def new_blocks(calls: Sequence[Call], block_size: int) -> list[int]:
+    """For each of ``calls``, the whole blocks of its prompt that no earlier insert of ``calls`` covered (0 for
+    any call but an insert): what it adds to the count of cached blocks when nothing is evicted (R2, R5).  Each
+    prefix is known by a chain of hashes, a ranking's estimate: two prefixes whose hashes collide count once."""
+    seen: set[int] = set()
+    added: list[int] = []
+    for call in calls:
+        count = 0
+        if call.op == "insert":
+            tokens = cast(tuple[int, ...], call.arg("tokens"))
+            prefix = hash(call.namespace)
+            for start in range(0, len(tokens) - block_size + 1, block_size):
+                prefix = hash((prefix, tokens[start : start + block_size]))
+                if prefix not in seen:
+                    seen.add(prefix)
+                    count += 1
+        added.append(count)
+    return added
+
+
 SUFFIX_GROWTH = 8
 """The first candidates keep the last 8 real calls, everything before them hollowed, then the last 64 and 512
 (``LONGEST_SUFFIX``): a bug of the clock's count needs the calls around its wrap alone, so one replay of a mostly
@@ -163,7 +183,9 @@ LONGEST_SUFFIX = 512
 """Past this many real calls a candidate's replay costs as much as the history's (a cache of thousands of blocks)."""
 
 
-def cut_history(calls: list[Call], steps: Sequence[Step], replay: Replay, deadline: float, rules: Rules, *, short: int) -> list[Call]:
+def cut_history(
+    calls: list[Call], steps: Sequence[Step], replay: Replay, deadline: float, rules: Rules, *, short: int, block_size: int
+) -> list[Call]:
     """Failing calls, as few real ones as found by ``deadline`` (time.monotonic, checked before each replay), the
     rest fillers; ``calls`` must fail, in a run that made ``steps``.  The last call, after which the disagreement
     showed, is never hollowed, nor the last take of events (without any the lockstep would take after each insert).
@@ -228,9 +250,9 @@ def cut_history(calls: list[Call], steps: Sequence[Step], replay: Replay, deadli
         return True
 
     def inserts_by_size() -> list[int]:
-        """The real inserts, the fewest blocks first (stable: the earlier of two as long first)."""
-        inserts = [index for index in real_calls() if best[index].op == "insert"]
-        return sorted(inserts, key=lambda index: len(cast(tuple[int, ...], best[index].arg("blocks"))))
+        """The real inserts, the fewest new blocks first (stable: the earlier of two as many first)."""
+        stored = new_blocks(best, block_size)
+        return sorted((index for index in real_calls() if best[index].op == "insert"), key=lambda index: stored[index])
 
     if not fewest_alone(real_calls, LONGEST_SUFFIX):
         inserts = [index for index in real_calls() if best[index].op == "insert"]

@@ -129,14 +129,14 @@ def minimise(
     deadline = started + time_budget
     best = list(calls)
     if steps is not None and len(best) > LONG_TRACE and len(steps) == len(best):
-        best = cut_history(best, steps, replay, deadline, rules, short=LONG_TRACE)
+        best = cut_history(best, steps, replay, deadline, rules, short=LONG_TRACE, block_size=block_size)
     if found is None:  # no cut failed: the calls themselves must
         found = first_disagreement(block_size, calls, target, rules)
         if found is None:
             raise DoesNotReproduce("the calls do not make the target disagree with the spec")
         best = list(calls[: replayed_calls(calls, found)])
         if len(best) > LONG_TRACE and steps is None:
-            best = cut_history(best, found.trace.steps, replay, deadline, rules, short=LONG_TRACE)
+            best = cut_history(best, found.trace.steps, replay, deadline, rules, short=LONG_TRACE, block_size=block_size)
         elif len(best) <= LONG_TRACE:
             deadline = time.monotonic() + time_budget  # a short run's budget is its cut's alone
     if len(best) <= LONG_TRACE:
