@@ -14,7 +14,7 @@ import dataclasses
 
 import pytest
 
-from prefixspec.compare.history import fresh_blocks, hollowed, filler, spec_results
+from prefixspec.compare.history import filler, fresh_blocks, hollowed, new_blocks, spec_results
 from prefixspec.compare.shrink import LONG_TRACE, counterexample_trace, first_disagreement, minimise
 from prefixspec.formats.trace import CallRunner, parse_trace, record
 from prefixspec.running.report import cut_long_comments
@@ -79,6 +79,11 @@ def test_freed_blocks_are_renumbered_for_their_next_life() -> None:
     assert record(BLOCK, hollowed(renamed, {1}, fill, Rules()), SpecCache(BLOCK)).steps[-1].expected == "2"
     # Negative control: without the renumbering the second insert is refused once the eviction is gone.
     assert record(BLOCK, hollowed(calls, {1}, fill, Rules()), SpecCache(BLOCK)).steps[-1].expected == "1"
+
+
+def test_an_insert_adds_the_blocks_no_earlier_insert_covered() -> None:
+    lines = ["n1 = insert [1 2 3 4] [10 11]", "n2 = insert [1 2 5 6 7] [10 12]", "n3 = match [1 2]", "n4 = insert [1 2 3 4] [10 11]"]
+    assert new_blocks([parse_call(line, number) for number, line in enumerate(lines, 1)], BLOCK) == [2, 1, 0, 0]
 
 
 def test_a_count_of_blocks_is_cut_to_its_inserts(planted: CacheFactory) -> None:

@@ -17,7 +17,7 @@ lines.
 Each replay of a long history costs seconds, and one of a history hollowed
 but for a few calls a second, so ``cut_history`` tries those first: the last
 few real calls alone (the calls around a clock's wrap), then the inserts alone
-and the largest of them (a count of blocks), the calls that changed nothing in
+and those that add the most blocks (a count of blocks), the calls that changed nothing in
 the spec's run (``inert``) hollowed with them; then whole kinds of calls
 (every lock and unlock, every eviction, ...), then chunks in the order of
 delta debugging's complements (halves, quarters, ...), then the fillers
@@ -178,7 +178,7 @@ def new_blocks(calls: Sequence[Call], block_size: int) -> list[int]:
 SUFFIX_GROWTH = 8
 """The first candidates keep the last 8 real calls, everything before them hollowed, then the last 64 and 512
 (``LONGEST_SUFFIX``): a bug of the clock's count needs the calls around its wrap alone, so one replay of a mostly
-hollow history may cut it at once.  A bug of a count of blocks then keeps the 8, 64, ... largest inserts."""
+hollow history may cut it at once.  A bug of a count of blocks then keeps the 8, 64, ... inserts that add most (``new_blocks``)."""
 LONGEST_SUFFIX = 512
 """Past this many real calls a candidate's replay costs as much as the history's (a cache of thousands of blocks)."""
 
@@ -192,7 +192,7 @@ def cut_history(
 
     In turn: the last real calls alone kept (``SUFFIX_GROWTH``, then halved towards the fewest that fail), the
     ``inert`` ones hollowed with them; failing that, the inserts alone (``fresh_blocks``: a bug of a count of
-    blocks), then the largest of them alone; then every kind of ``KINDS`` hollowed at once; then the calls left
+    blocks), then those that add the most blocks (``new_blocks``) alone; then every kind of ``KINDS`` hollowed at once; then the calls left
     hollowed by delta debugging's complements (``delta_debug`` without its windows and pairs, which cost a replay
     each and find little that the complements left); then the fillers left out, all of them (a bug of counts,
     not of the clock), else those after the last real call.
