@@ -9,13 +9,14 @@ any one of them, or any two (a lock and its unlock), makes the disagreement disa
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
 from spec.api import CacheFactory, PrefixCacheError, Rules
 from spec.model import SpecCache
 from prefixspec.formats.repeats import fold, named_by_position, renamed_result
-from prefixspec.formats.trace import FOREIGN, Trace, UnresolvedHandle
+from prefixspec.formats.trace import FOREIGN, Step, Trace, UnresolvedHandle
+from prefixspec.compare.delta import delta_debug as delta_debug  # re-exported: where it was first
+from prefixspec.compare.history import cut_history
 from prefixspec.compare.lockstep import Disagreement, Lockstep
 from prefixspec.vocabulary import TAKE_EVENTS, Call
 
@@ -33,8 +34,8 @@ def handles_resolve(calls: Sequence[Call]) -> bool:
 
 LONG_TRACE = 5000
 """A trace longer than this replays with its snapshots compared every ``SAMPLED_SNAPSHOTS`` calls and at its end,
-and is not cut by delta debugging: it comes from the scale stage, where the cache holds thousands of blocks and one
-snapshot costs milliseconds."""
+and is cut as a history before delta debugging (``history.cut_history``): it comes from the scale stage, where the
+cache holds thousands of blocks, one snapshot costs milliseconds and one replay seconds."""
 SAMPLED_SNAPSHOTS = 500
 SHORT_TRACE = 200
 """Up to this many calls a replay compares the snapshots after every call; up to LONG_TRACE, after every
@@ -43,19 +44,24 @@ snapshot after each of their hundreds of calls made one replay cost seconds and 
 minute (the planted bug r04: a report after 69 s)."""
 
 
-def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules()) -> Disagreement | None:
+def first_disagreement(
+    block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules(), *, deadline: float | None = None
+) -> Disagreement | None:
     """Run ``calls`` on a fresh spec (under ``rules``) and a fresh target in lockstep; the first disagreement, or None.
 
     The events are taken where ``calls`` take them (a router polls when it
     likes: a take may span several calls); calls that take none have them
-    taken after every insert and evict.
+    taken after every insert and evict.  Past ``deadline`` (time.monotonic,
+    read every ``DEADLINE_EVERY`` calls) the run stops, undecided: None.
     """
     every = 1 if len(calls) <= SHORT_TRACE else SHORT_TRACE // 4 if len(calls) <= LONG_TRACE else SAMPLED_SNAPSHOTS
     takes_recorded = any(call.op == TAKE_EVENTS.op for call in calls)
     pair = Lockstep(
         SpecCache(block_size, rules), target(block_size), snapshot_every=every, target_factory=target, take_every=None if takes_recorded else 1
     )
-    for call in calls:
+    for index, call in enumerate(calls):
+        if deadline is not None and index % DEADLINE_EVERY == 0 and time.monotonic() >= deadline:
+            return None
         try:
             pair.perform(call)
         except Disagreement as disagreement:
@@ -72,90 +78,8 @@ def first_disagreement(block_size: int, calls: Sequence[Call], target: CacheFact
     return None
 
 
-Item = TypeVar("Item")
-
-
-def delta_debug(
-    items: list[Item], cut: Callable[[list[Item]], list[Item] | None], deadline: float, *, keep_last: bool = False
-) -> list[Item]:
-    """The shortest sublist of ``items`` (order kept) that ``cut`` accepts, by delta debugging.
-
-    ``cut(candidate)`` returns None when the candidate no longer fails, else
-    the failing list to go on from (the candidate, or a shorter one).  First
-    complements of ever smaller chunks, then every window of 1 to 8
-    neighbouring items (an insert, its lock and unlock, and the evict that
-    freed it, only go together), then every pair of items apart (a lock and
-    its unlock with a needed call between them: neither goes alone, since the
-    unlock of a node never locked, or a lock never released, changes what
-    follows; on lists of up to ``PAIRS_UP_TO`` items), until no removal
-    helps.  So the result is 1-minimal, and more: no item, no window of up to
-    8 and (up to ``PAIRS_UP_TO`` items) no pair of items can be removed.
-    ``keep_last`` never removes the last item.  Stops improving at
-    ``deadline`` (time.monotonic), the only way it returns a list that is not so.
-    """
-    best = items
-    chunks = 2
-    while len(best) >= 2 and time.monotonic() < deadline:
-        removable = len(best) - 1 if keep_last else len(best)
-        size = max(1, removable // chunks)
-        reduced = False
-        for start in range(0, removable, size):
-            if time.monotonic() >= deadline:
-                return best  # every candidate replays the calls: the deadline is checked before each
-            shorter = cut(best[:start] + best[min(start + size, removable) :])
-            if shorter is not None:
-                best = shorter
-                chunks = max(chunks - 1, 2)
-                reduced = True
-                break
-        if not reduced:
-            if size == 1:
-                break
-            chunks = min(removable, chunks * 2)
-    changed = True
-    while changed and time.monotonic() < deadline:
-        changed = False
-        for width in range(1, 9):
-            for start in range(len(best) - width - (1 if keep_last else 0), -1, -1):
-                if time.monotonic() >= deadline:
-                    return best
-                if start + width <= len(best) - (1 if keep_last else 0):
-                    shorter = cut(best[:start] + best[start + width :])
-                    if shorter is not None:
-                        best = shorter
-                        changed = True
-        if not changed and len(best) <= PAIRS_UP_TO:
-            shorter = without_a_pair(best, cut, deadline, keep_last)
-            if shorter is not None:
-                best = shorter
-                changed = True  # the windows again: one pair gone may free single items
-    return best
-
-
-PAIRS_UP_TO = 64
-"""The longest list whose pairs are tried (2,016 candidates): the windows leave counterexamples of a few calls, and
-a longer list, one the windows could not cut, would spend the whole budget on pairs and report later."""
-
-
-def without_a_pair(
-    items: list[Item], cut: Callable[[list[Item]], list[Item] | None], deadline: float, keep_last: bool
-) -> list[Item] | None:
-    """The first failing list ``cut`` gives for ``items`` less two items that are not neighbours, nearest pairs first; None if none.
-
-    Neighbours went with the windows already.  Quadratic in the number of
-    items, each candidate a replay: it runs on lists that the windows have
-    cut already, and stops at ``deadline``.
-    """
-    end = len(items) - (1 if keep_last else 0)
-    for gap in range(2, end):
-        for first in range(end - gap - 1, -1, -1):
-            if time.monotonic() >= deadline:
-                return None
-            second = first + gap
-            shorter = cut(items[:first] + items[first + 1 : second] + items[second + 1 :])
-            if shorter is not None:
-                return shorter
-    return None
+DEADLINE_EVERY = 1000
+"""How often a replay reads the clock: 1,000 calls of a long history take some 10 ms."""
 
 
 class DoesNotReproduce(ValueError):
@@ -163,33 +87,60 @@ class DoesNotReproduce(ValueError):
 
 
 def minimise(
-    block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules(), *, time_budget: float = 60.0
+    block_size: int,
+    calls: Sequence[Call],
+    target: CacheFactory,
+    rules: Rules = Rules(),
+    *,
+    time_budget: float = 60.0,
+    steps: Sequence[Step] | None = None,
 ) -> tuple[list[Call], Disagreement]:
     """The fewest calls, kept in order, on which ``target`` still disagrees with the spec.
 
     ``calls`` must disagree to begin with.  Delta debugging (``delta_debug``);
-    every kept run is cut just after its disagreement.  Stops improving after
-    ``time_budget`` seconds and returns the best found so far.
+    every kept run is cut just after its disagreement.  A run longer than
+    ``LONG_TRACE`` is first cut as a history (``history.cut_history``: calls
+    replaced by fillers that keep the clock's count), and what is left, when
+    short, by delta debugging.  Stops improving after ``time_budget`` seconds
+    and returns the best found so far: of a long run, from the start, every
+    replay stopped at the deadline.
+
+    ``steps``, the run that found ``calls`` failing (its ``Disagreement.trace.steps``, with the spec's results),
+    spares a long run its first replay: the history is cut from them at once, and ``calls`` are replayed whole,
+    the check that they fail at all, only when no cut of them failed by the deadline.
     """
-    found = first_disagreement(block_size, calls, target, rules)
-    if found is None:
-        raise DoesNotReproduce("the calls do not make the target disagree with the spec")
-    best = list(calls[: replayed_calls(calls, found)])
-    if len(best) > LONG_TRACE:
-        return best, found  # each replay would cost seconds: the calls up to the disagreement are the counterexample
-    deadline = time.monotonic() + time_budget
+    started = time.monotonic()
+    found: Disagreement | None = None
 
     def still_fails(candidate: list[Call]) -> list[Call] | None:
         nonlocal found
         if not candidate or not handles_resolve(candidate):
             return None
-        disagreement = first_disagreement(block_size, candidate, target, rules)
+        disagreement = first_disagreement(block_size, candidate, target, rules, deadline=deadline)
         if disagreement is None:
             return None
         found = disagreement
         return candidate[: replayed_calls(candidate, disagreement)]
 
-    best = delta_debug(best, still_fails, deadline)
+    def replay(candidate: list[Call]) -> tuple[list[Call], Sequence[Step]] | None:
+        failing = still_fails(candidate)
+        return None if failing is None or found is None else (failing, found.trace.steps)
+
+    deadline = started + time_budget
+    best = list(calls)
+    if steps is not None and len(best) > LONG_TRACE and len(steps) == len(best):
+        best = cut_history(best, steps, replay, deadline, rules, short=LONG_TRACE, block_size=block_size)
+    if found is None:  # no cut failed: the calls themselves must
+        found = first_disagreement(block_size, calls, target, rules)
+        if found is None:
+            raise DoesNotReproduce("the calls do not make the target disagree with the spec")
+        best = list(calls[: replayed_calls(calls, found)])
+        if len(best) > LONG_TRACE and steps is None:
+            best = cut_history(best, found.trace.steps, replay, deadline, rules, short=LONG_TRACE, block_size=block_size)
+        elif len(best) <= LONG_TRACE:
+            deadline = time.monotonic() + time_budget  # a short run's budget is its cut's alone
+    if len(best) <= LONG_TRACE:
+        best = delta_debug(best, still_fails, deadline)
     return best, found
 
 

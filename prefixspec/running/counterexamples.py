@@ -14,9 +14,16 @@ from typing import TextIO
 
 from spec.api import CacheFactory
 from prefixspec.formats.trace import Trace
-from prefixspec.compare.shrink import DoesNotReproduce, counterexample_trace, minimise
+from prefixspec.compare.shrink import LONG_TRACE, DoesNotReproduce, counterexample_trace, minimise
 from prefixspec.running.report import StageResult, cut_long_comments, write_whole
 from prefixspec.running.run_plan import RunPlan
+
+
+LONG_CUT_SHARE = 0.5
+"""The share of a report's budget (``RunPlan.report_within``) that a history of more than ``LONG_TRACE`` calls (the
+scale stage's) may spend on its cut, counted from the cut's start: the stage takes most of the budget to find the
+failure (a cache of thousands of blocks driven past 2^16 uses), and each replay of its cut costs a second.  So its
+report comes at most that share of the budget after the failure was found."""
 
 
 def counterexample_path(folder: Path, stage: str) -> Path:
@@ -33,10 +40,13 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
     """
     calls = trace.calls()
     # Delta debugging stops improving so that the report is written within a
-    # minute of the stage's start (issue 12), whatever the trace's length.
+    # minute of the stage's start (issue 12), whatever the trace's length; a
+    # long history's cut has a budget of its own besides (``LONG_CUT_SHARE``).
     budget = max(2.0, plan.report_within - (time.perf_counter() - started))
-    try:  # its first replay of the calls is the check that they reproduce the failure (a scale run: 100,000 calls)
-        kept, disagreement = minimise(trace.block_size, calls, target, plan.rules, time_budget=budget)
+    if len(calls) > LONG_TRACE:
+        budget = max(budget, LONG_CUT_SHARE * plan.report_within)
+    try:  # the stage's steps spare a long run its first replay (a scale run: 100,000 calls, seconds)
+        kept, disagreement = minimise(trace.block_size, calls, target, plan.rules, time_budget=budget, steps=trace.steps)
     except DoesNotReproduce:
         stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
         return

@@ -1,0 +1,97 @@
+"""Delta debugging: the shortest sublist of a list that a test still accepts, by removing chunks, windows and pairs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+
+Item = TypeVar("Item")
+
+
+def delta_debug(
+    items: list[Item], cut: Callable[[list[Item]], list[Item] | None], deadline: float, *, keep_last: bool = False, thorough: bool = True
+) -> list[Item]:
+    """The shortest sublist of ``items`` (order kept) that ``cut`` accepts, by delta debugging.
+
+    ``cut(candidate)`` returns None when the candidate no longer fails, else
+    the failing list to go on from (the candidate, or a shorter one).  First
+    complements of ever smaller chunks, then every window of 1 to 8
+    neighbouring items (an insert, its lock and unlock, and the evict that
+    freed it, only go together), then every pair of items apart (a lock and
+    its unlock with a needed call between them: neither goes alone, since the
+    unlock of a node never locked, or a lock never released, changes what
+    follows; on lists of up to ``PAIRS_UP_TO`` items), until no removal
+    helps.  So the result is 1-minimal, and more: no item, no window of up to
+    8 and (up to ``PAIRS_UP_TO`` items) no pair of items can be removed.
+    ``keep_last`` never removes the last item.  Not ``thorough``: the
+    complements alone, 1-minimal but no more (where each candidate costs a
+    replay of seconds).  Stops improving at ``deadline`` (time.monotonic), the
+    only way it returns a list that is not so.
+    """
+    best = items
+    chunks = 2
+    while len(best) >= 2 and time.monotonic() < deadline:
+        removable = len(best) - 1 if keep_last else len(best)
+        size = max(1, removable // chunks)
+        reduced = False
+        for start in range(0, removable, size):
+            if time.monotonic() >= deadline:
+                return best  # every candidate replays the calls: the deadline is checked before each
+            shorter = cut(best[:start] + best[min(start + size, removable) :])
+            if shorter is not None:
+                best = shorter
+                chunks = max(chunks - 1, 2)
+                reduced = True
+                break
+        if not reduced:
+            if size == 1:
+                break
+            chunks = min(removable, chunks * 2)
+    if not thorough:
+        return best
+    changed = True
+    while changed and time.monotonic() < deadline:
+        changed = False
+        for width in range(1, 9):
+            for start in range(len(best) - width - (1 if keep_last else 0), -1, -1):
+                if time.monotonic() >= deadline:
+                    return best
+                if start + width <= len(best) - (1 if keep_last else 0):
+                    shorter = cut(best[:start] + best[start + width :])
+                    if shorter is not None:
+                        best = shorter
+                        changed = True
+        if not changed and len(best) <= PAIRS_UP_TO:
+            shorter = without_a_pair(best, cut, deadline, keep_last)
+            if shorter is not None:
+                best = shorter
+                changed = True  # the windows again: one pair gone may free single items
+    return best
+
+
+PAIRS_UP_TO = 64
+"""The longest list whose pairs are tried (2,016 candidates): the windows leave counterexamples of a few calls, and
+a longer list, one the windows could not cut, would spend the whole budget on pairs and report later."""
+
+
+def without_a_pair(
+    items: list[Item], cut: Callable[[list[Item]], list[Item] | None], deadline: float, keep_last: bool
+) -> list[Item] | None:
+    """The first failing list ``cut`` gives for ``items`` less two items that are not neighbours, nearest pairs first; None if none.
+
+    Neighbours went with the windows already.  Quadratic in the number of
+    items, each candidate a replay: it runs on lists that the windows have
+    cut already, and stops at ``deadline``.
+    """
+    end = len(items) - (1 if keep_last else 0)
+    for gap in range(2, end):
+        for first in range(end - gap - 1, -1, -1):
+            if time.monotonic() >= deadline:
+                return None
+            second = first + gap
+            shorter = cut(items[:first] + items[first + 1 : second] + items[second + 1 :])
+            if shorter is not None:
+                return shorter
+    return None

@@ -1,0 +1,274 @@
+"""Cutting long histories: calls replaced by inert fillers that keep the count of the clock's ticks.
+
+A bug that needs many uses of R7's clock (a clock kept in 16 bits wraps after
+2^16 matches and inserts) needs their count, not the particular calls: delta
+debugging could remove none of them, since each removal moves the wrap.  So
+here a cut replaces calls instead of removing them: a call that ticks the
+clock becomes a ``filler``, a match of a one-token prompt, and any other call
+goes (``hollowed``).  A filler is inert under every rule set: its usable
+prefix is empty (R3: u = 0 for one token, whatever B), so it matches the root,
+splits nothing, uses nothing (R7: the root is no use; under ``use=release`` a
+lookup touches nothing anyway) and publishes no event (R13); it ticks the
+clock (R7) and counts one lookup of one query token (R9).  Identical fillers
+fold into one repeat block when the counterexample is written
+(``repeats.fold``), so a clock-overflow counterexample reads as a handful of
+lines.
+
+Each replay of a long history costs seconds, and one of a history hollowed
+but for a few calls a second, so ``cut_history`` tries those first: the last
+few real calls alone (the calls around a clock's wrap), then the inserts alone
+and those that add the most blocks (a count of blocks), the calls that changed nothing in
+the spec's run (``inert``) hollowed with them; then whole kinds of calls
+(every lock and unlock, every eviction, ...), then chunks in the order of
+delta debugging's complements (halves, quarters, ...), then the fillers
+themselves where the count was not what mattered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from collections.abc import Callable, Collection, Sequence
+from typing import cast
+
+from spec.api import ERROR_TYPES, Rules
+from prefixspec.compare.delta import delta_debug
+from prefixspec.formats.repeats import Step
+from prefixspec.vocabulary import TAKE_EVENTS, Call
+
+FILLER_TOKENS = (0,)
+"""The prompt of a filler: one token, so that R3 searches none of it."""
+
+QUERIES = frozenset({"stats", "cached_tokens", "cached_blocks", "evictable_blocks", "hit_rate"})
+
+KINDS: tuple[frozenset[str], ...] = (
+    frozenset({"lock", "unlock"}),
+    frozenset({"evict"}),
+    frozenset({TAKE_EVENTS.op}),
+    QUERIES,
+    frozenset({"match"}),
+    frozenset({"insert"}),
+)
+"""The kinds of calls ``cut_history`` tries to hollow all at once, a replay each: an engine's history is mostly
+bookkeeping around the few calls a bug needs (its requests' locks, its evictions, the router's takes).  Locks
+first: once they are gone no call names a node, so no later cut leaves a handle unresolved."""
+
+Replay = Callable[[list[Call]], tuple[list[Call], Sequence[Step]] | None]
+"""A test of a candidate: None when it no longer fails; else the failing calls to go on from (the candidate, cut
+just after its disagreement) and the steps its run made, with the spec's results (``Disagreement.trace``)."""
+
+
+def filler(calls: Sequence[Call]) -> Call:
+    """The filler for ``calls``: a match of ``FILLER_TOKENS`` named by a handle no call of ``calls`` names or refers to
+    (no later lock may find a filler's root where a removed call's node was)."""
+    taken = {call.name for call in calls} | {handle for call in calls for handle in call.handles}
+    name = "filler"
+    number = 0
+    while name in taken:
+        number += 1
+        name = f"filler_{number}"
+    return Call("match", (FILLER_TOKENS,), name)
+
+
+def ticks_clock(call: Call, rules: Rules) -> bool:
+    """Whether ``call`` (not refused) ticks R7's clock: a match or an insert, and under ``use=release`` an unlock of
+    a node (it releases blocks at a moment of its own)."""
+    return call.kind.uses or (rules.use == "release" and call.op == "unlock" and call.handles != ("root",))
+
+
+def hollowed(calls: Sequence[Call], gone: Collection[int], fill: Call, rules: Rules, *, refused: Collection[int] = ()) -> list[Call]:
+    """``calls`` with those at the indices ``gone`` replaced, and with them every later call that refers to a node
+    one of them named (its locks and unlocks): each that ticks the clock by ``fill``, any other left out, as is
+    each of ``refused`` (a call the spec refused ticks nothing: R10).
+
+    So the clock ticks as often, at the same places, as it did in ``calls``.
+    """
+    gone, refused = set(gone), set(refused)  # each looked up once a call: lists would make the cut quadratic
+    orphaned: set[str] = set()
+    kept: list[Call] = []
+    for index, call in enumerate(calls):
+        if index in refused:
+            if call.name:
+                orphaned.add(call.name)
+        elif index in gone or (call.handles and not orphaned.isdisjoint(call.handles)):
+            if call.name:
+                orphaned.add(call.name)
+            if ticks_clock(call, rules):
+                kept.append(fill)
+        else:
+            if call.name:
+                orphaned.discard(call.name)
+            kept.append(call)
+    return kept
+
+
+def spec_results(calls: Sequence[Call], steps: Sequence[Step]) -> list[str | None]:
+    """The spec's result of each of ``calls`` in a run that made ``steps``: when the calls take no events themselves,
+    the lockstep's own takes among the steps are passed over (``shrink.replayed_calls``)."""
+    own_takes = any(call.op == TAKE_EVENTS.op for call in calls)
+    results = [step.expected for step in steps if own_takes or step.call.op != TAKE_EVENTS.op]
+    return results[: len(calls)] + [None] * (len(calls) - len(results))
+
+
+def inert(calls: Sequence[Call], results: Sequence[str | None]) -> tuple[set[int], set[int]]:
+    """The calls that, by the spec's ``results``, changed nothing but the counters: a match of nothing (its usable
+    prefix uncached: it used no node, R7), a lock or unlock of the root (R6), an eviction that freed nothing (R8),
+    a take of no events (queries are what a counter's bug shows in); and the calls the spec refused (R10).  Both sets as indices."""
+    quiet: set[int] = set()
+    refused: set[int] = set()
+    for index, (call, result) in enumerate(zip(calls, results)):
+        if result is None:
+            continue
+        if result in ERROR_TYPES:
+            refused.add(index)
+        elif (
+            (call.op == "match" and result == "0 [] root")
+            or (call.op in ("lock", "unlock") and call.handles == ("root",))
+            or (call.op == "evict" and result == "[]")
+            or (call.op == TAKE_EVENTS.op and result == "none")
+        ):
+            quiet.add(index)
+    return quiet, refused
+
+
+def fresh_blocks(calls: Sequence[Call], results: Sequence[str | None]) -> list[Call]:
+    """``calls`` with every block id that an eviction freed (by the spec's ``results``) given a new number for its
+    next life, above every id the calls name: the same run, its blocks told apart, so that hollowing the evictions
+    leaves no later insert refused for an id still cached (R5).  The first life of each id keeps its number."""
+    top = max((block for call in calls if call.op == "insert" for block in cast(tuple[int, ...], call.arg("blocks"))), default=0)
+    fresh = itertools.count(top + 1)
+    renamed: dict[int, int] = {}
+    freed: set[int] = set()
+    kept: list[Call] = []
+    for call, result in zip(calls, results):
+        if call.op == "insert":
+            blocks = cast(tuple[int, ...], call.arg("blocks"))
+            for block in blocks:
+                if block in freed:
+                    freed.discard(block)
+                    renamed[block] = next(fresh)
+            call = dataclasses.replace(call, args=(call.args[0], tuple(renamed.get(block, block) for block in blocks)))
+        elif call.op == "evict" and result is not None and result.startswith("["):
+            freed.update(int(block) for block in result.strip("[]").split())
+        kept.append(call)
+    return kept + list(calls[len(kept) :])
+
+
+def new_blocks(calls: Sequence[Call], block_size: int) -> list[int]:
+    """For each of ``calls``, the whole blocks of its prompt that no earlier insert of ``calls`` covered (0 for
+    any call but an insert): what it adds to the count of cached blocks when nothing is evicted (R2, R5).  Each
+    prefix is known by a chain of hashes, a ranking's estimate: two prefixes whose hashes collide count once."""
+    seen: set[int] = set()
+    added: list[int] = []
+    for call in calls:
+        count = 0
+        if call.op == "insert":
+            tokens = cast(tuple[int, ...], call.arg("tokens"))
+            prefix = hash(call.namespace)
+            for start in range(0, len(tokens) - block_size + 1, block_size):
+                prefix = hash((prefix, tokens[start : start + block_size]))
+                if prefix not in seen:
+                    seen.add(prefix)
+                    count += 1
+        added.append(count)
+    return added
+
+
+SUFFIX_GROWTH = 8
+"""The first candidates keep the last 8 real calls, everything before them hollowed, then the last 64 and 512
+(``LONGEST_SUFFIX``): a bug of the clock's count needs the calls around its wrap alone, so one replay of a mostly
+hollow history may cut it at once.  A bug of a count of blocks then keeps the 8, 64, ... inserts that add most (``new_blocks``)."""
+LONGEST_SUFFIX = 512
+"""Past this many real calls a candidate's replay costs as much as the history's (a cache of thousands of blocks)."""
+
+
+def cut_history(
+    calls: list[Call], steps: Sequence[Step], replay: Replay, deadline: float, rules: Rules, *, short: int, block_size: int
+) -> list[Call]:
+    """Failing calls, as few real ones as found by ``deadline`` (time.monotonic, checked before each replay), the
+    rest fillers; ``calls`` must fail, in a run that made ``steps``.  The last call, after which the disagreement
+    showed, is never hollowed, nor the last take of events (without any the lockstep would take after each insert).
+
+    In turn: the last real calls alone kept (``SUFFIX_GROWTH``, then halved towards the fewest that fail), the
+    ``inert`` ones hollowed with them; failing that, the inserts alone (``fresh_blocks``: a bug of a count of
+    blocks), then those that add the most blocks (``new_blocks``) alone; then every kind of ``KINDS`` hollowed at once; then the calls left
+    hollowed by delta debugging's complements (``delta_debug`` without its windows and pairs, which cost a replay
+    each and find little that the complements left); then the fillers left out, all of them (a bug of counts,
+    not of the clock), else those after the last real call.
+    """
+    fill = filler(calls)
+    best, best_steps = calls, steps
+
+    def accepted(candidate: list[Call]) -> bool:
+        nonlocal best, best_steps
+        if time.monotonic() >= deadline or candidate == best:
+            return False
+        failing = replay(candidate)
+        if failing is None:
+            return False
+        best, best_steps = failing
+        return True
+
+    known: tuple[list[Call], set[int], set[int], list[int]] | None = None
+
+    def read() -> tuple[set[int], set[int], list[int]]:
+        """Of ``best``: the ``inert`` calls, the refused ones, and the real ones (neither fillers nor either of
+        those, the last call and the last take apart), read once for each ``best``."""
+        nonlocal known
+        if known is None or known[0] is not best:
+            quiet, refused = inert(best, spec_results(best, best_steps))
+            takes = [index for index, call in enumerate(best[:-1]) if call.op == TAKE_EVENTS.op]
+            quiet.difference_update(takes[-1:])
+            spared = quiet | refused | set(takes[-1:])
+            real = [index for index, call in enumerate(best[:-1]) if call != fill and index not in spared]
+            known = (best, quiet, refused, real)
+        return known[1], known[2], known[3]
+
+    def real_calls() -> list[int]:
+        return read()[2]
+
+    def keeping(kept: Collection[int], base: list[Call] | None = None) -> list[Call]:
+        """``best`` (or ``base``, the same run renamed) with every call hollowed but those at ``kept``, the last
+        call and the last take; the inert ones hollowed too."""
+        quiet, refused, real = read()
+        keep = set(kept)
+        return hollowed(best if base is None else base, {index for index in real if index not in keep} | quiet, fill, rules, refused=refused)
+
+    def fewest_alone(ranked: Callable[[], list[int]], longest: int) -> bool:
+        """Whether the last 8, 64, ... (up to ``longest``) of ``ranked()`` (real calls, the least wanted first)
+        fail alone; then as few of them as halving finds."""
+        failed_with, count = 0, SUFFIX_GROWTH
+        while not accepted(keeping(ranked()[-count:])):
+            if count >= min(len(ranked()), longest) or time.monotonic() >= deadline:
+                return False
+            failed_with, count = count, count * SUFFIX_GROWTH
+        while len(ranked()) > failed_with + 1 and time.monotonic() < deadline:  # fewer, down to a count that did not fail
+            fewer = (len(ranked()) + failed_with) // 2
+            if not accepted(keeping(ranked()[-fewer:])):
+                failed_with = fewer
+        return True
+
+    def inserts_by_size() -> list[int]:
+        """The real inserts, the fewest new blocks first (stable: the earlier of two as many first)."""
+        stored = new_blocks(best, block_size)
+        return sorted((index for index in real_calls() if best[index].op == "insert"), key=lambda index: stored[index])
+
+    if not fewest_alone(real_calls, LONGEST_SUFFIX):
+        inserts = [index for index in real_calls() if best[index].op == "insert"]
+        if accepted(keeping(inserts, fresh_blocks(best, spec_results(best, best_steps)))):  # the same run: the spec's results hold
+            fewest_alone(inserts_by_size, len(best))
+    for kinds in KINDS:
+        accepted(keeping([index for index in real_calls() if best[index].op not in kinds]))
+    if fill in best and accepted([call for call in best if call != fill]) and len(best) <= short:
+        return best  # the count of uses was not what mattered, and the calls left are few: delta debugging's turn
+
+    def hollow_all_but(kept: list[int]) -> list[int] | None:
+        """A candidate of ``delta_debug``: of the real calls (indices in ``best``), those at ``kept``, and fillers."""
+        return real_calls() if accepted(keeping(kept)) else None
+
+    if len(real_calls()) >= 2:
+        delta_debug(real_calls(), hollow_all_but, deadline, thorough=False)
+    if fill in best and not accepted([call for call in best if call != fill]):
+        accepted(best[: max(index for index, call in enumerate(best) if call != fill) + 1])  # the fillers after the last real call
+    return best

@@ -1,0 +1,105 @@
+"""A long history whose bug is a count of blocks, not of uses: the history cut keeps the inserts alone.
+
+A planted bug that keeps the count of cached blocks in 6 bits (impl's r08 with
+a smaller mask) shows once 64 blocks are cached.  Here two locked prompts of
+32 blocks each are inserted first, then thousands of calls churn small prompts
+through a few recycled block ids: the last calls alone (the cut's first
+candidates) hold too few blocks, so the cut must reach back for the two
+inserts, past evictions whose freed ids the churn reuses (``fresh_blocks``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from prefixspec.compare.history import filler, fresh_blocks, hollowed, new_blocks, spec_results
+from prefixspec.compare.shrink import LONG_TRACE, counterexample_trace, first_disagreement, minimise
+from prefixspec.formats.trace import CallRunner, parse_trace, record
+from prefixspec.running.report import cut_long_comments
+from prefixspec.shipped import IMPL_CATALOGUE
+from prefixspec.targets.mutants import load_mutant, read_catalogue
+from prefixspec.vocabulary import Call, parse_call
+from spec.api import CacheFactory, Rules
+from spec.model import SpecCache
+
+BLOCK = 2
+LIMIT = 64
+
+
+def count_in_6_bits() -> CacheFactory:
+    catalogue = read_catalogue(IMPL_CATALOGUE)
+    r08 = catalogue.mutant("r08")
+    narrowed = dataclasses.replace(r08, id="count6", replace=r08.replace.replace("0xFFF", hex(LIMIT - 1)))
+    return load_mutant(catalogue, narrowed)
+
+
+def churned_history() -> list[Call]:
+    """Two locked 32-block prompts, then over LONG_TRACE calls of small prompts inserted and evicted through 8 block
+    ids, each freed id taken again by the next insert, then the one count that shows the bug."""
+    big = [f"a = insert [{' '.join(str(1000 + t) for t in range(64))}] [{' '.join(str(100 + b) for b in range(32))}]", "lock a"]
+    big += [f"b = insert [{' '.join(str(2000 + t) for t in range(64))}] [{' '.join(str(200 + b) for b in range(32))}]", "lock b"]
+    lines = list(big)
+    spec = SpecCache(BLOCK)
+    runner = CallRunner(spec)
+    for number, line in enumerate(lines, start=1):
+        runner.run(parse_call(line, number))
+    free = list(range(8))
+    prompt = 0
+    while len(lines) < LONG_TRACE + 200:
+        blocks = [free.pop(0), free.pop(0)]
+        lines.append(f"c{prompt} = insert [{prompt * 4 + 5000} {prompt * 4 + 5001} {prompt * 4 + 5002} {prompt * 4 + 5003}] [{blocks[0]} {blocks[1]}]")
+        lines += [f"m{prompt}_{miss} = match [{9000 + prompt} {miss}]" for miss in range(6)]
+        prompt += 1
+        for line in lines[-7:]:
+            runner.run(parse_call(line, len(lines)))
+        if len(free) < 2:
+            lines.append("evict 2")
+            freed = runner.run(parse_call("evict 2", len(lines))).value
+            free += list(freed) if isinstance(freed, list) else []
+    lines.append("cached_blocks")
+    return [parse_call(line, number) for number, line in enumerate(lines, start=1)]
+
+
+@pytest.fixture(scope="module")
+def planted() -> CacheFactory:
+    return count_in_6_bits()
+
+
+def test_freed_blocks_are_renumbered_for_their_next_life() -> None:
+    """``fresh_blocks``: the same run, but an id an eviction freed is a new number when an insert takes it again,
+    so that the evictions can go and the insert still stores its blocks."""
+    calls = [parse_call(line, number) for number, line in enumerate(["n1 = insert [1 2] [10]", "evict 1", "n3 = insert [3 4] [10]", "cached_blocks"], 1)]
+    steps = record(BLOCK, calls, SpecCache(BLOCK)).steps
+    renamed = fresh_blocks(calls, spec_results(calls, steps))
+    assert renamed[2].arg("blocks") == (11,) and renamed[0] == calls[0]
+    assert [step.expected for step in record(BLOCK, renamed, SpecCache(BLOCK)).steps] == ["new []", "[10]", "new []", "1"]
+    fill = filler(calls)
+    assert record(BLOCK, hollowed(renamed, {1}, fill, Rules()), SpecCache(BLOCK)).steps[-1].expected == "2"
+    # Negative control: without the renumbering the second insert is refused once the eviction is gone.
+    assert record(BLOCK, hollowed(calls, {1}, fill, Rules()), SpecCache(BLOCK)).steps[-1].expected == "1"
+
+
+def test_an_insert_adds_the_blocks_no_earlier_insert_covered() -> None:
+    lines = ["n1 = insert [1 2 3 4] [10 11]", "n2 = insert [1 2 5 6 7] [10 12]", "n3 = match [1 2]", "n4 = insert [1 2 3 4] [10 11]"]
+    assert new_blocks([parse_call(line, number) for number, line in enumerate(lines, 1)], BLOCK) == [2, 1, 0, 0]
+
+
+def test_a_count_of_blocks_is_cut_to_its_inserts(planted: CacheFactory) -> None:
+    calls = churned_history()
+    found = first_disagreement(BLOCK, calls, planted)
+    assert found is not None and found.trace.steps[-1].call.op == "cached_blocks"
+    handed = [step.call for step in found.trace.steps]
+    kept, disagreement = minimise(BLOCK, handed, planted, time_budget=120.0, steps=found.trace.steps)
+    text = cut_long_comments(counterexample_trace(BLOCK, kept, disagreement, "a count in 6 bits", "-").text())
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert len(lines) <= 10, text
+    written = parse_trace(text).calls()
+    inserts = [call for call in written if call.op == "insert"]
+    assert [call.arg("tokens") for call in inserts] == [tuple(range(1000, 1064)), tuple(range(2000, 2064))]
+    assert first_disagreement(BLOCK, written, planted) is not None
+    assert first_disagreement(BLOCK, written, load_mutant(read_catalogue(IMPL_CATALOGUE), None)) is None
+    # Negative control: either insert alone holds too few blocks.
+    for dropped in inserts:
+        assert first_disagreement(BLOCK, [call for call in written if call != dropped], planted) is None
