@@ -21,6 +21,7 @@ class CtrlCWhileLoading(importlib.abc.MetaPathFinder):
             os.kill(os.getpid(), signal.SIGINT)  # Python's own handler: KeyboardInterrupt at the next instruction
         return None
 
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as Python starts, though a shell's & or nohup ignored SIGINT
 sys.meta_path.insert(0, CtrlCWhileLoading())
 """
 

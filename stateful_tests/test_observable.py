@@ -250,13 +250,13 @@ UNIFIED_POLICIES: list[tuple[Policy, Literal["fresh", "inherit"], str]] = [
 ]
 
 
-def short_plan(preset: str) -> RunPlan:
+def short_plan(preset: str, out_dir: Path) -> RunPlan:
     """The ci profile's call machine at a sixth of its examples: the counter tree walks its whole tree for every counter.
 
     Coverage is not required at a sixth: which events a few examples reach moves with every rule the machine gains
     (evict(0) was left out once the call machine drew tenants by the hundred); the machine's agreement is the promise.
     """
-    plan = replace(RunPlan.of_profile("ci"), rules=RULE_PRESETS[preset], require_coverage=False)
+    plan = replace(RunPlan.of_profile("ci"), rules=RULE_PRESETS[preset], require_coverage=False, out_dir=out_dir)
     return replace(plan, base=settings(plan.base, max_examples=2))
 
 
@@ -279,8 +279,10 @@ def test_the_counter_tree_orders_a_split_unlike_the_spec_and_agrees_on_what_call
 
 
 @pytest.mark.parametrize(("policy", "split", "preset"), UNIFIED_POLICIES, ids=[preset for _, _, preset in UNIFIED_POLICIES])
-def test_the_counter_tree_passes_the_call_machine_under_its_preset(policy: Policy, split: Literal["fresh", "inherit"], preset: str) -> None:
-    result = run_stage("call machine", functools.partial(CounterTree, policy=policy, split=split), short_plan(preset))
+def test_the_counter_tree_passes_the_call_machine_under_its_preset(
+    policy: Policy, split: Literal["fresh", "inherit"], preset: str, tmp_path: Path
+) -> None:
+    result = run_stage("call machine", functools.partial(CounterTree, policy=policy, split=split), short_plan(preset, tmp_path))
     assert result.passed, result.failure
 
 
@@ -341,8 +343,8 @@ def test_a_swap_off_one_root_path_fails_and_names_the_pair() -> None:
     assert "lie on no one root path" in caught.value.expected
 
 
-def test_a_swap_on_one_root_path_passes_the_call_machine() -> None:
-    plan = short_plan("sglang")
+def test_a_swap_on_one_root_path_passes_the_call_machine(tmp_path: Path) -> None:
+    plan = short_plan("sglang", tmp_path)
     assert run_stage("call machine", functools.partial(SwappedOnOnePath, rules=RULE_PRESETS["sglang"]), plan).passed
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
+from pathlib import Path
 
 from spec.api import Rules, Snapshot
 from spec.model import SpecCache
@@ -60,15 +61,15 @@ def test_order_reports_come_from_the_features_and_the_handshake() -> None:
     assert Lockstep(SpecCache(1), SpecCache(1)).order == "eviction-order"
 
 
-def test_a_walk_is_compared_with_the_spec_walk() -> None:
-    plan = short_plan("strict")
+def test_a_walk_is_compared_with_the_spec_walk(tmp_path: Path) -> None:
+    plan = short_plan("strict", tmp_path)
     assert run_stage("call machine", Walking, plan).passed
     failed = run_stage("call machine", functools.partial(Walking, wrong=True), plan)
     assert not failed.passed and "eviction walk" in failed.failure
 
 
-def test_an_unordered_cache_is_checked_by_what_evict_frees() -> None:
-    plan = short_plan("strict")
+def test_an_unordered_cache_is_checked_by_what_evict_frees(tmp_path: Path) -> None:
+    plan = short_plan("strict", tmp_path)
     assert run_stage("call machine", Unordered, plan).passed
     failed = run_stage("call machine", functools.partial(Unordered, wrong_evict=True), plan)
     assert not failed.passed and failed.rule.startswith("R8"), failed.failure

@@ -35,12 +35,13 @@ from typing import cast
 from spec.api import ERROR_TYPES, Rules
 from prefixspec.compare.delta import delta_debug
 from prefixspec.formats.repeats import Step
-from prefixspec.vocabulary import TAKE_EVENTS, Call
+from prefixspec.vocabulary import CALLS, TAKE_EVENTS, Call
 
 FILLER_TOKENS = (0,)
 """The prompt of a filler: one token, so that R3 searches none of it."""
 
-QUERIES = frozenset({"stats", "cached_tokens", "cached_blocks", "evictable_blocks", "hit_rate"})
+QUERIES = frozenset(kind.op for kind in CALLS if not kind.params and not kind.optional)
+"""The counters' reads (R9), read off the table: the calls without arguments but the optional take of events."""
 
 KINDS: tuple[frozenset[str], ...] = (
     frozenset({"lock", "unlock"}),
