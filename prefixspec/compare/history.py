@@ -32,10 +32,10 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import cast
 
-from spec.api import ERROR_TYPES, Rules
+from spec.api import Rules
 from prefixspec.compare.delta import delta_debug
 from prefixspec.formats.repeats import Step
-from prefixspec.vocabulary import CALLS, TAKE_EVENTS, Call
+from prefixspec.vocabulary import CALLS, TAKE_EVENTS, Call, read_ints, result_error
 
 FILLER_TOKENS = (0,)
 """The prompt of a filler: one token, so that R3 searches none of it."""
@@ -121,7 +121,7 @@ def inert(calls: Sequence[Call], results: Sequence[str | None]) -> tuple[set[int
     for index, (call, result) in enumerate(zip(calls, results)):
         if result is None:
             continue
-        if result in ERROR_TYPES:
+        if result_error(result) is not None:
             refused.add(index)
         elif (
             (call.op == "match" and result == "0 [] root")
@@ -150,8 +150,8 @@ def fresh_blocks(calls: Sequence[Call], results: Sequence[str | None]) -> list[C
                     freed.discard(block)
                     renamed[block] = next(fresh)
             call = dataclasses.replace(call, args=(call.args[0], tuple(renamed.get(block, block) for block in blocks)))
-        elif call.op == "evict" and result is not None and result.startswith("["):
-            freed.update(int(block) for block in result.strip("[]").split())
+        elif call.op == "evict" and result is not None:
+            freed.update(read_ints(result) or ())  # a refusal frees nothing
         kept.append(call)
     return kept + list(calls[len(kept) :])
 
@@ -250,7 +250,7 @@ def cut_history(
                 failed_with = fewer
         return True
 
-    def inserts_by_size() -> list[int]:
+    def inserts_by_new_blocks() -> list[int]:
         """The real inserts, the fewest new blocks first (stable: the earlier of two as many first)."""
         stored = new_blocks(best, block_size)
         return sorted((index for index in real_calls() if best[index].op == "insert"), key=lambda index: stored[index])
@@ -258,7 +258,7 @@ def cut_history(
     if not fewest_alone(real_calls, LONGEST_SUFFIX):
         inserts = [index for index in real_calls() if best[index].op == "insert"]
         if accepted(keeping(inserts, fresh_blocks(best, spec_results(best, best_steps)))):  # the same run: the spec's results hold
-            fewest_alone(inserts_by_size, len(best))
+            fewest_alone(inserts_by_new_blocks, len(best))
     for kinds in KINDS:
         accepted(keeping([index for index in real_calls() if best[index].op not in kinds]))
     if fill in best and accepted([call for call in best if call != fill]) and len(best) <= short:
