@@ -1,0 +1,97 @@
+"""One stage of the ci check on two trees side by side: CPU per engine step (or per call), alternating.
+
+``python -m bench.stage_throughput --against 9ba1ae9`` checks ``impl:RadixCache`` in the ``engine machine``
+stage of the ci profile, as ``prefixspec check --profile ci -j 1`` runs it (the target loaded and guarded as the
+command loads it), once on this tree and once on the commit named, in turn, ``--rounds`` times, each run in a
+process of its own whose Python path starts at its tree.  It prints each run's CPU seconds, engine steps and
+calls, the CPU microseconds per engine step (per call for a stage without engine steps), and the ratio of the
+two trees in each round: a ratio of two runs made one after the other on the same machine, which a load that
+comes and goes skews far less than it skews either time alone.
+
+The commit is checked out with ``git worktree add --detach`` in a scratch folder, removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+
+CHILD = r"""
+import json, sys, time
+from prefixspec.running.profiles import load_profile
+from prefixspec.running.stages import RunPlan, STAGES
+from prefixspec.targets.named import load_target
+stage_name, target = sys.argv[1], sys.argv[2]
+plan = RunPlan.of_profile(load_profile("ci"))
+factory = load_target(target, 5.0)
+cpu, wall = time.process_time(), time.perf_counter()
+stage = STAGES[stage_name](factory, plan)
+cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+print(json.dumps({"passed": stage.passed, "cpu": cpu, "wall": wall, "engine_steps": stage.engine_steps, "calls": stage.calls}))
+"""
+
+
+def run_once(tree: Path, stage: str, target: str) -> dict[str, float]:
+    """The stage on ``tree`` in a fresh process; its CPU and wall seconds, engine steps and calls."""
+    environment = dict(os.environ, PYTHONPATH=str(tree))
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, stage, target], cwd=tree, env=environment, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the {stage} stage failed to run on {tree}:\n{done.stderr[-2000:]}")
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    if not result["passed"]:
+        raise SystemExit(f"the {stage} stage did not pass on {tree}: no rate to compare")
+    return result
+
+
+def per_unit(result: dict[str, float]) -> tuple[float, str]:
+    """CPU microseconds per engine step, or per call for a stage that runs no engine."""
+    if result["engine_steps"]:
+        return 1e6 * result["cpu"] / result["engine_steps"], "step"
+    return 1e6 * result["cpu"] / max(result["calls"], 1), "call"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.stage_throughput", description=__doc__.splitlines()[0])
+    parser.add_argument("--against", required=True, help="the commit to compare with (any git revision)")
+    parser.add_argument("--stage", default="engine machine", help="the ci check's stage (default: engine machine)")
+    parser.add_argument("--target", default="impl:RadixCache", help="module:factory (default impl:RadixCache)")
+    parser.add_argument("--rounds", type=int, default=3, help="pairs of runs, alternating (default 3)")
+    arguments = parser.parse_args(argv)
+    scratch = Path(tempfile.mkdtemp(prefix="prefixspec-against-"))
+    base = scratch / "tree"
+    subprocess.run(["git", "-C", str(HERE), "worktree", "add", "--detach", str(base), arguments.against], check=True, capture_output=True)
+    try:
+        print(f"stage {arguments.stage!r} of the ci profile on {arguments.target}, this tree against {arguments.against}, load {os.getloadavg()[0]:.2f}")
+        ratios: list[float] = []
+        for round_number in range(1, arguments.rounds + 1):
+            theirs = run_once(base, arguments.stage, arguments.target)
+            ours = run_once(HERE, arguments.stage, arguments.target)
+            their_cost, unit = per_unit(theirs)
+            our_cost, _ = per_unit(ours)
+            ratios.append(their_cost / our_cost)
+            for name, result, cost in ((arguments.against, theirs, their_cost), ("this tree", ours, our_cost)):
+                print(
+                    f"  round {round_number} {name:>10}: {result['cpu']:7.2f} CPU s, {result['wall']:7.2f} wall s,"
+                    f" {result['engine_steps']:>7,.0f} steps, {result['calls']:>8,.0f} calls: {cost:8.1f} CPU us per {unit},"
+                    f" {1e6 / cost:8,.0f} per CPU s"
+                )
+            print(f"  round {round_number}: this tree is {ratios[-1]:.2f}x {arguments.against} (load {os.getloadavg()[0]:.2f})")
+        print(f"ratios {', '.join(f'{ratio:.2f}' for ratio in ratios)}; median {sorted(ratios)[len(ratios) // 2]:.2f}x")
+    finally:
+        subprocess.run(["git", "-C", str(HERE), "worktree", "remove", "--force", str(base)], check=False, capture_output=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
