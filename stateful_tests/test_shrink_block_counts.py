@@ -11,6 +11,7 @@ inserts, past evictions whose freed ids the churn reuses (``fresh_blocks``).
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 import pytest
 
@@ -86,7 +87,9 @@ def test_an_insert_adds_the_blocks_no_earlier_insert_covered() -> None:
     assert new_blocks([parse_call(line, number) for number, line in enumerate(lines, 1)], BLOCK) == [2, 1, 0, 0]
 
 
-def test_a_count_of_blocks_is_cut_to_its_inserts(planted: CacheFactory) -> None:
+def test_a_count_of_blocks_is_cut_to_its_inserts_joined(planted: CacheFactory) -> None:
+    """The cut reaches back for the two locked inserts (their block ids), then joins them into one insert of a
+    fresh prompt that caches the 64 blocks both did (``joins.joined``)."""
     calls = churned_history()
     found = first_disagreement(BLOCK, calls, planted)
     assert found is not None and found.trace.steps[-1].call.op == "cached_blocks"
@@ -94,12 +97,13 @@ def test_a_count_of_blocks_is_cut_to_its_inserts(planted: CacheFactory) -> None:
     kept, disagreement = minimise(BLOCK, handed, planted, time_budget=120.0, steps=found.trace.steps)
     text = cut_long_comments(counterexample_trace(BLOCK, kept, disagreement, "a count in 6 bits", "-").text())
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
-    assert len(lines) <= 10, text
+    assert len(lines) <= 6, text
     written = parse_trace(text).calls()
-    inserts = [call for call in written if call.op == "insert"]
-    assert [call.arg("tokens") for call in inserts] == [tuple(range(1000, 1064)), tuple(range(2000, 2064))]
+    [insert] = [call for call in written if call.op == "insert"]
+    assert insert.arg("blocks") == (*range(100, 132), *range(200, 232))
     assert first_disagreement(BLOCK, written, planted) is not None
     assert first_disagreement(BLOCK, written, load_mutant(read_catalogue(IMPL_CATALOGUE), None)) is None
-    # Negative control: either insert alone holds too few blocks.
-    for dropped in inserts:
-        assert first_disagreement(BLOCK, [call for call in written if call != dropped], planted) is None
+    # Negative control: one block fewer holds too few blocks.
+    tokens, blocks = cast(tuple[int, ...], insert.arg("tokens")), cast(tuple[int, ...], insert.arg("blocks"))
+    shorter = dataclasses.replace(insert, args=(tokens[:-BLOCK], blocks[:-1]))
+    assert first_disagreement(BLOCK, [shorter if call == insert else call for call in written], planted) is None

@@ -34,6 +34,7 @@ from typing import cast
 
 from spec.api import Rules
 from prefixspec.compare.delta import delta_debug
+from prefixspec.compare.joins import LONGEST_JOIN, added_blocks, joined
 from prefixspec.formats.repeats import Step
 from prefixspec.vocabulary import CALLS, TAKE_EVENTS, Call, read_ints, result_error
 
@@ -158,22 +159,8 @@ def fresh_blocks(calls: Sequence[Call], results: Sequence[str | None]) -> list[C
 
 def new_blocks(calls: Sequence[Call], block_size: int) -> list[int]:
     """For each of ``calls``, the whole blocks of its prompt that no earlier insert of ``calls`` covered (0 for
-    any call but an insert): what it adds to the count of cached blocks when nothing is evicted (R2, R5).  Each
-    prefix is known by a chain of hashes, a ranking's estimate: two prefixes whose hashes collide count once."""
-    seen: set[int] = set()
-    added: list[int] = []
-    for call in calls:
-        count = 0
-        if call.op == "insert":
-            tokens = cast(tuple[int, ...], call.arg("tokens"))
-            prefix = hash(call.namespace)
-            for start in range(0, len(tokens) - block_size + 1, block_size):
-                prefix = hash((prefix, tokens[start : start + block_size]))
-                if prefix not in seen:
-                    seen.add(prefix)
-                    count += 1
-        added.append(count)
-    return added
+    any call but an insert): what it adds to the count of cached blocks when nothing is evicted (R2, R5)."""
+    return [len(added) for added in added_blocks(calls, block_size)]
 
 
 SUFFIX_GROWTH = 8
@@ -201,12 +188,13 @@ def cut_history(
     fill = filler(calls)
     best, best_steps = calls, steps
 
-    def accepted(candidate: list[Call]) -> bool:
+    def accepted(candidate: list[Call], *, at_last: bool = False) -> bool:
+        """Whether ``candidate`` still fails (``at_last``: at its last call, as ``best`` did), then the new ``best``."""
         nonlocal best, best_steps
         if time.monotonic() >= deadline or candidate == best:
             return False
         failing = replay(candidate)
-        if failing is None:
+        if failing is None or (at_last and len(failing[0]) < len(candidate)):
             return False
         best, best_steps = failing
         return True
@@ -255,10 +243,29 @@ def cut_history(
         stored = new_blocks(best, block_size)
         return sorted((index for index in real_calls() if best[index].op == "insert"), key=lambda index: stored[index])
 
+    def fewest_joins() -> bool:
+        """Whether the real inserts, ``joined`` namespace by namespace into one, two, four, ... inserts of fresh
+        prompts, still fail at the last call (a join that fails earlier fails otherwise: it is refused); the
+        fewest that do."""
+        parts = 1
+        while time.monotonic() < deadline:
+            inserts = [index for index in real_calls() if best[index].op == "insert"]
+            found = joined(best, inserts, parts, block_size)
+            if found is None:
+                return False
+            base, joins = found
+            longest = max((len(cast(tuple[int, ...], base[index].arg("blocks"))) for index in joins), default=0)
+            if longest <= LONGEST_JOIN and accepted(keeping(joins + [index for index in real_calls() if best[index].op != "insert"], base), at_last=True):
+                return True
+            parts *= 2
+        return False
+
     if not fewest_alone(real_calls, LONGEST_SUFFIX):
         inserts = [index for index in real_calls() if best[index].op == "insert"]
-        if accepted(keeping(inserts, fresh_blocks(best, spec_results(best, best_steps)))):  # the same run: the spec's results hold
+        alone = keeping(inserts, fresh_blocks(best, spec_results(best, best_steps)))  # the same run: the spec's results hold
+        if alone == best or accepted(alone):
             fewest_alone(inserts_by_new_blocks, len(best))
+            fewest_joins()
     for kinds in KINDS:
         accepted(keeping([index for index in real_calls() if best[index].op not in kinds]))
     if fill in best and accepted([call for call in best if call != fill]) and len(best) <= short:
