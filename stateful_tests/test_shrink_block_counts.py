@@ -5,20 +5,28 @@ a smaller mask) shows once 64 blocks are cached.  Here two locked prompts of
 32 blocks each are inserted first, then thousands of calls churn small prompts
 through a few recycled block ids: the last calls alone (the cut's first
 candidates) hold too few blocks, so the cut must reach back for the two
-inserts, past evictions whose freed ids the churn reuses (``fresh_blocks``).
+inserts, past evictions whose freed ids the churn reuses (``fresh_blocks``),
+and joins them into one insert of their 64 blocks (``joins.joined``).  r08
+itself, as the scale stage finds it, needs some 70 inserts: joined, a few calls.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import cast
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar, cast
 
 import pytest
 
+from prefixspec.commands.main import main
+from prefixspec.compare import shrink
 from prefixspec.compare.history import filler, fresh_blocks, hollowed, new_blocks, spec_results
 from prefixspec.compare.shrink import LONG_TRACE, counterexample_trace, first_disagreement, minimise
-from prefixspec.formats.trace import CallRunner, parse_trace, record
+from prefixspec.formats.trace import CallRunner, parse_trace, read_trace, record
 from prefixspec.running.report import cut_long_comments
+from prefixspec.running.stages import RunPlan, run_stage
 from prefixspec.shipped import IMPL_CATALOGUE
 from prefixspec.targets.mutants import load_mutant, read_catalogue
 from prefixspec.vocabulary import Call, parse_call
@@ -107,3 +115,35 @@ def test_a_count_of_blocks_is_cut_to_its_inserts_joined(planted: CacheFactory) -
     tokens, blocks = cast(tuple[int, ...], insert.arg("tokens")), cast(tuple[int, ...], insert.arg("blocks"))
     shorter = dataclasses.replace(insert, args=(tokens[:-BLOCK], blocks[:-1]))
     assert first_disagreement(BLOCK, [shorter if call == insert else call for call in written], planted) is None
+
+
+Item = TypeVar("Item")
+
+
+def no_last_pass(items: list[Item], cut: Callable[[list[Item]], list[Item] | None], deadline: float, **_: bool) -> list[Item]:
+    """``minimise``'s delta debugging after the history cut, left out: it can only shorten what the cut left."""
+    return items
+
+
+def test_the_r08_scale_stage_is_cut_to_a_few_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """r08 (the count kept in 12 bits) as the scale stage reports it: 4,096 blocks cached by some 70 of its inserts,
+    joined into a few, under the report's own budget; the trace fails on r08 and passes on impl.
+
+    r08's case of test_hunt's reach test, with more: caught by the scale stage, its report within a minute of
+    CPU.  Delta debugging's last pass over the calls the cut left is left out (``no_last_pass``): it only shortens
+    them, and on a join of 2,000 blocks, a replay of seconds each, it would spend the rest of the budget (20 s).
+    """
+    catalogue = read_catalogue(IMPL_CATALOGUE)
+    factory = load_mutant(catalogue, catalogue.mutant("r08"))
+    monkeypatch.setattr(shrink, "delta_debug", no_last_pass)
+    cpu = time.process_time()
+    stage = run_stage("scale", factory, dataclasses.replace(RunPlan.of_profile("ci"), out_dir=tmp_path))
+    cpu = time.process_time() - cpu
+    assert not stage.passed and stage.counterexample, stage.failure
+    assert cpu <= 60, f"r08: report after {cpu:.1f} s of CPU"
+    text = Path(stage.counterexample).read_text(encoding="utf-8")
+    assert len(read_trace(stage.counterexample).driven_steps()) <= 6, text[:2000]
+    assert len([line for line in text.splitlines() if line and not line.startswith("#")]) <= 10
+    assert main(["replay", stage.counterexample, "--target", f"{IMPL_CATALOGUE}#r08"]) == 1
+    assert main(["replay", stage.counterexample, "--target", "impl:RadixCache"]) == 0
+    capsys.readouterr()

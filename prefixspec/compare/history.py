@@ -238,10 +238,15 @@ def cut_history(
                 failed_with = fewer
         return True
 
+    ranking: tuple[list[Call], list[int]] | None = None
+
     def inserts_by_new_blocks() -> list[int]:
-        """The real inserts, the fewest new blocks first (stable: the earlier of two as many first)."""
-        stored = new_blocks(best, block_size)
-        return sorted((index for index in real_calls() if best[index].op == "insert"), key=lambda index: stored[index])
+        """The real inserts, the fewest new blocks first (stable: the earlier of two as many first), read once for each ``best``."""
+        nonlocal ranking
+        if ranking is None or ranking[0] is not best:
+            stored = new_blocks(best, block_size)
+            ranking = (best, sorted((index for index in real_calls() if best[index].op == "insert"), key=lambda index: stored[index]))
+        return ranking[1]
 
     def fewest_joins() -> bool:
         """Whether the real inserts, ``joined`` namespace by namespace into one, two, four, ... inserts of fresh
