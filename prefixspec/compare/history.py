@@ -18,7 +18,10 @@ Each replay of a long history costs seconds, and one of a history hollowed
 but for a few calls a second, so ``cut_history`` tries those first: the last
 few real calls alone (the calls around a clock's wrap), then the inserts alone
 and those that add the most blocks (a count of blocks), the calls that changed nothing in
-the spec's run (``inert``) hollowed with them; then whole kinds of calls
+the spec's run (``inert``) hollowed with them, then those inserts joined into
+one, two, four, ... inserts of fresh prompts caching the same blocks
+(``joins.joined``: a count of blocks needs the count, not the prompts; a join
+is kept only when the replay still fails at the last call); then whole kinds of calls
 (every lock and unlock, every eviction, ...), then chunks in the order of
 delta debugging's complements (halves, quarters, ...), then the fillers
 themselves where the count was not what mattered.
@@ -180,7 +183,9 @@ def cut_history(
 
     In turn: the last real calls alone kept (``SUFFIX_GROWTH``, then halved towards the fewest that fail), the
     ``inert`` ones hollowed with them; failing that, the inserts alone (``fresh_blocks``: a bug of a count of
-    blocks), then those that add the most blocks (``new_blocks``) alone; then every kind of ``KINDS`` hollowed at once; then the calls left
+    blocks), then those that add the most blocks (``new_blocks``) alone, then those ``joined`` into as few as
+    still fail at the last call (halving: one a namespace, two, four, ..., none of more than ``LONGEST_JOIN``
+    blocks); then every kind of ``KINDS`` hollowed at once; then the calls left
     hollowed by delta debugging's complements (``delta_debug`` without its windows and pairs, which cost a replay
     each and find little that the complements left); then the fillers left out, all of them (a bug of counts,
     not of the clock), else those after the last real call.
