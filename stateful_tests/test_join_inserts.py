@@ -53,7 +53,7 @@ def insert_histories(draw: st.DrawFn) -> tuple[int, list[Call]]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(insert_histories(), st.sampled_from([1, 2, 3]), st.sampled_from(["strict", "vllm", "sglang-lfu"]))
+@given(insert_histories(), st.sampled_from([1, 2, 3]), st.sampled_from(sorted(RULE_PRESETS)))
 def test_joins_cache_the_same_blocks_within_each_namespace_under_every_rule_set(
     history_: tuple[int, list[Call]], parts: int, preset: str
 ) -> None:
