@@ -33,7 +33,9 @@ and a replay reads its deadline between calls only.  Past this a cut joins into 
 def added_blocks(calls: Sequence[Call], block_size: int) -> list[tuple[int, ...]]:
     """For each of ``calls``, the block ids its prompt passes at whole-block positions (namespace and prefix) that
     no earlier insert of ``calls`` covered, in position order; () for any call but an insert.  When nothing is
-    evicted or refused, the blocks each insert adds to the count of cached blocks (R2, R5)."""
+    evicted or refused, the blocks each insert adds to the count of cached blocks (R2, R5), but for the copies
+    R5's ``dup=keep`` caches at a position cached already: a join caches one id a position, so a count that needs
+    the copies fails no more once joined, and the cut refuses that join."""
     children: dict[tuple[Namespace, int, tuple[int, ...]], int] = {}
     added: list[tuple[int, ...]] = []
     for call in calls:
