@@ -88,11 +88,12 @@ REACH_KILLERS = {
 """The stage that first kills each bug at the extremes (``make hunt`` runs every stage on each)."""
 
 
-@pytest.mark.parametrize("mutant_id", REACH_IDS)
+@pytest.mark.parametrize("mutant_id", [mutant_id for mutant_id in REACH_IDS if mutant_id != "r08"])
 def test_each_bug_at_the_extremes_is_caught_by_its_stage_with_a_report_within_a_minute(
     mutant_id: str, catalogue: Catalogue, tmp_path: Path
 ) -> None:
-    """Only the stage that first catches it, and a 10 s minimising budget, to keep make test short.
+    """Only the stage that first catches it, and a 10 s minimising budget, to keep make test short.  r08's case, with
+    its report's own budget and its counterexample's length, is test_shrink_block_counts's r08 test (one scale run).
 
     "Within a minute" is held as CPU time of this process (the checker runs in it): a loaded machine
     stretches the wall clock, not the work (``make hunt`` reports the seconds).

@@ -18,7 +18,10 @@ Each replay of a long history costs seconds, and one of a history hollowed
 but for a few calls a second, so ``cut_history`` tries those first: the last
 few real calls alone (the calls around a clock's wrap), then the inserts alone
 and those that add the most blocks (a count of blocks), the calls that changed nothing in
-the spec's run (``inert``) hollowed with them; then whole kinds of calls
+the spec's run (``inert``) hollowed with them, then those inserts joined into
+one, two, four, ... inserts of fresh prompts caching the same blocks
+(``joins.joined``: a count of blocks needs the count, not the prompts; a join
+is kept only when the replay still fails at the last call); then whole kinds of calls
 (every lock and unlock, every eviction, ...), then chunks in the order of
 delta debugging's complements (halves, quarters, ...), then the fillers
 themselves where the count was not what mattered.
@@ -34,6 +37,7 @@ from typing import cast
 
 from spec.api import Rules
 from prefixspec.compare.delta import delta_debug
+from prefixspec.compare.joins import LONGEST_JOIN, added_blocks, joined
 from prefixspec.formats.repeats import Step
 from prefixspec.vocabulary import CALLS, TAKE_EVENTS, Call, read_ints, result_error
 
@@ -158,22 +162,8 @@ def fresh_blocks(calls: Sequence[Call], results: Sequence[str | None]) -> list[C
 
 def new_blocks(calls: Sequence[Call], block_size: int) -> list[int]:
     """For each of ``calls``, the whole blocks of its prompt that no earlier insert of ``calls`` covered (0 for
-    any call but an insert): what it adds to the count of cached blocks when nothing is evicted (R2, R5).  Each
-    prefix is known by a chain of hashes, a ranking's estimate: two prefixes whose hashes collide count once."""
-    seen: set[int] = set()
-    added: list[int] = []
-    for call in calls:
-        count = 0
-        if call.op == "insert":
-            tokens = cast(tuple[int, ...], call.arg("tokens"))
-            prefix = hash(call.namespace)
-            for start in range(0, len(tokens) - block_size + 1, block_size):
-                prefix = hash((prefix, tokens[start : start + block_size]))
-                if prefix not in seen:
-                    seen.add(prefix)
-                    count += 1
-        added.append(count)
-    return added
+    any call but an insert): what it adds to the count of cached blocks when nothing is evicted (R2, R5)."""
+    return [len(added) for added in added_blocks(calls, block_size)]
 
 
 SUFFIX_GROWTH = 8
@@ -193,7 +183,9 @@ def cut_history(
 
     In turn: the last real calls alone kept (``SUFFIX_GROWTH``, then halved towards the fewest that fail), the
     ``inert`` ones hollowed with them; failing that, the inserts alone (``fresh_blocks``: a bug of a count of
-    blocks), then those that add the most blocks (``new_blocks``) alone; then every kind of ``KINDS`` hollowed at once; then the calls left
+    blocks), then those that add the most blocks (``new_blocks``) alone, then those ``joined`` into as few as
+    still fail at the last call (halving: one a namespace, two, four, ..., none of more than ``LONGEST_JOIN``
+    blocks); then every kind of ``KINDS`` hollowed at once; then the calls left
     hollowed by delta debugging's complements (``delta_debug`` without its windows and pairs, which cost a replay
     each and find little that the complements left); then the fillers left out, all of them (a bug of counts,
     not of the clock), else those after the last real call.
@@ -201,12 +193,13 @@ def cut_history(
     fill = filler(calls)
     best, best_steps = calls, steps
 
-    def accepted(candidate: list[Call]) -> bool:
+    def accepted(candidate: list[Call], *, at_last: bool = False) -> bool:
+        """Whether ``candidate`` still fails (``at_last``: at its last call, as ``best`` did), then the new ``best``."""
         nonlocal best, best_steps
         if time.monotonic() >= deadline or candidate == best:
             return False
         failing = replay(candidate)
-        if failing is None:
+        if failing is None or (at_last and len(failing[0]) < len(candidate)):
             return False
         best, best_steps = failing
         return True
@@ -250,15 +243,39 @@ def cut_history(
                 failed_with = fewer
         return True
 
+    ranking: tuple[list[Call], list[int]] | None = None
+
     def inserts_by_new_blocks() -> list[int]:
-        """The real inserts, the fewest new blocks first (stable: the earlier of two as many first)."""
-        stored = new_blocks(best, block_size)
-        return sorted((index for index in real_calls() if best[index].op == "insert"), key=lambda index: stored[index])
+        """The real inserts, the fewest new blocks first (stable: the earlier of two as many first), read once for each ``best``."""
+        nonlocal ranking
+        if ranking is None or ranking[0] is not best:
+            stored = new_blocks(best, block_size)
+            ranking = (best, sorted((index for index in real_calls() if best[index].op == "insert"), key=lambda index: stored[index]))
+        return ranking[1]
+
+    def fewest_joins() -> bool:
+        """Whether the real inserts, ``joined`` namespace by namespace into one, two, four, ... inserts of fresh
+        prompts, still fail at the last call (a join that fails earlier fails otherwise: it is refused); the
+        fewest that do."""
+        parts = 1
+        while time.monotonic() < deadline:
+            inserts = [index for index in real_calls() if best[index].op == "insert"]
+            found = joined(best, inserts, parts, block_size)
+            if found is None:
+                return False
+            base, joins = found
+            longest = max((len(cast(tuple[int, ...], base[index].arg("blocks"))) for index in joins), default=0)
+            if longest <= LONGEST_JOIN and accepted(keeping(joins + [index for index in real_calls() if best[index].op != "insert"], base), at_last=True):
+                return True
+            parts *= 2
+        return False
 
     if not fewest_alone(real_calls, LONGEST_SUFFIX):
         inserts = [index for index in real_calls() if best[index].op == "insert"]
-        if accepted(keeping(inserts, fresh_blocks(best, spec_results(best, best_steps)))):  # the same run: the spec's results hold
+        alone = keeping(inserts, fresh_blocks(best, spec_results(best, best_steps)))  # the same run: the spec's results hold
+        if alone == best or accepted(alone):
             fewest_alone(inserts_by_new_blocks, len(best))
+            fewest_joins()
     for kinds in KINDS:
         accepted(keeping([index for index in real_calls() if best[index].op not in kinds]))
     if fill in best and accepted([call for call in best if call != fill]) and len(best) <= short:
