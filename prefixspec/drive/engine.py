@@ -6,7 +6,8 @@ admits requests (match, lock, take the rest from the free list, evicting when
 short, refusing when even eviction cannot help), prefills them (insert, free
 the duplicates and the partial tail, move the lock to the inserted node),
 finishes them (unlock, free private blocks) and evicts under pressure.  After
-every step it checks what the cache must guarantee an engine:
+every step (every ``check_every``-th for the snapshot's checks) it checks what
+the cache must guarantee an engine:
 
 - conservation: the pool's ids are each in exactly one place;
 - lock safety: no locked prefix loses a block, no evict returns a pinned id,
