@@ -183,7 +183,7 @@ class CallThrough:
 
     def through(self, method: str, *arguments: object, namespace: object = None) -> object:
         try:
-            # The next name only for a call that names a node: the others make no handle (measure_engine.py).
+            # The next name only for a call that names a node: the others make no handle (bench.stage_throughput).
             call = call_of(method, arguments, self.handle_of, self.next_name() if BY_METHOD[method].names_node else "", namespace)
         except Unwritable as problem:
             return self.unwritable(method, arguments, problem)
