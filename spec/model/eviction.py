@@ -45,9 +45,10 @@ class Evicting(Using):
         """R8: remove a leaf node whole, returning its blocks in token order."""
         freed = self.node_blocks(prefix)
         parent_end = self.parent_end(prefix)
-        for shorter in reversed(list(self.whole_block_prefixes(prefix))):
-            if len(shorter[1]) > parent_end:
-                self.drop_block(shorter)
+        at = prefix
+        while len(at[1]) > parent_end:  # its own blocks, the last first
+            self.drop_block(at)
+            at = self.one_block_shorter(at)
         node = self._node_at.pop(prefix)
         self._reshaped.add(prefix)
         del self._prefix_of[node]

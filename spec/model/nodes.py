@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from spec import arith
 from spec.api import BlockId
 from spec.model.match import Matching
 from spec.model.state import Prefix, SpecNode
@@ -53,18 +52,29 @@ class Nodes(Matching):
         return node
 
     def parent_end(self, prefix: Prefix) -> int:
-        """R4: where the parent of the node at ``prefix`` ends: the longest shorter prefix that is a node, or 0 (the root)."""
-        end = 0
-        namespace, tokens = prefix
-        for shorter in self.whole_block_prefixes((namespace, tokens[: len(tokens) - 1])):
-            if shorter in self._node_at:
-                end = len(shorter[1])
-        return end
+        """R4: where the parent of the node at ``prefix`` ends: the longest shorter prefix that is a node, or 0 (the root).
+
+        Read up from the node one block at a time, the first node met being the longest: it costs the node's own
+        blocks, not every prefix of its path (a path hundreds of nodes deep made each call quadratic in its length).
+        """
+        at = self.one_block_shorter(prefix)
+        while at[1]:
+            if at in self._node_at:
+                return len(at[1])
+            at = self.one_block_shorter(at)
+        return 0
 
     def node_blocks(self, prefix: Prefix) -> list[BlockId]:
-        """R4: the blocks the node at ``prefix`` holds itself, in token order."""
-        start = arith.full_blocks(self.parent_end(prefix), self._block_size)
-        return self.blocks_of(prefix)[start:]
+        """R4: the blocks the node at ``prefix`` holds itself, in token order: those of its cached prefixes longer than
+        its parent's end, read up from its end."""
+        end = self.parent_end(prefix)
+        blocks: list[BlockId] = []
+        at = prefix
+        while len(at[1]) > end:
+            blocks.append(self._block_at[at])
+            at = self.one_block_shorter(at)
+        blocks.reverse()
+        return blocks
 
     def node_below(self, prefix: Prefix) -> Prefix | None:
         """R4: the node a cached ``prefix`` lies inside, or None when no node extends it.
