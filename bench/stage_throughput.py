@@ -88,7 +88,6 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run(["git", "-C", str(HERE), "worktree", "add", "--detach", str(base), arguments.against], check=True, capture_output=True)
     try:
         print(f"stage {arguments.stage!r} of the ci profile on {arguments.target}, this tree against {arguments.against}, load {os.getloadavg()[0]:.2f}")
-        ratios: list[float] = []
         theirs_costs: list[float] = []
         our_costs: list[float] = []
         unit = "step"
@@ -97,7 +96,6 @@ def main(argv: list[str] | None = None) -> int:
             ours = run_once(HERE, arguments.stage, arguments.target)
             their_cost, unit = per_unit(theirs)
             our_cost, _ = per_unit(ours)
-            ratios.append(their_cost / our_cost)
             theirs_costs.append(their_cost)
             our_costs.append(our_cost)
             for name, result, cost in ((arguments.against, theirs, their_cost), ("this tree", ours, our_cost)):
@@ -106,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                     f" {result['engine_steps']:>7,.0f} steps, {result['calls']:>8,.0f} calls: {cost:8.1f} CPU us per {unit},"
                     f" {1e6 / cost:8,.0f} per CPU s" + (f"; the long node apart, {result['apart']:.2f} CPU s" if result["apart"] else "")
                 )
-            print(f"  round {round_number}: this tree is {ratios[-1]:.2f}x {arguments.against} (load {os.getloadavg()[0]:.2f})")
+            print(f"  round {round_number}: this tree is {their_cost / our_cost:.2f}x {arguments.against} (load {os.getloadavg()[0]:.2f})")
+        ratios = [theirs / ours for theirs, ours in zip(theirs_costs, our_costs)]
         print(f"ratios {', '.join(f'{ratio:.2f}' for ratio in ratios)}; median {statistics.median(ratios):.2f}x")
         # A neighbour's load only ever adds time: each tree's least is the estimate of its own cost least skewed by it.
         print(

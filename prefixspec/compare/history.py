@@ -222,6 +222,9 @@ def cut_history(
     def real_calls() -> list[int]:
         return read()[2]
 
+    def real_inserts() -> list[int]:
+        return [index for index in real_calls() if best[index].op == "insert"]
+
     def keeping(kept: Collection[int], base: list[Call] | None = None) -> list[Call]:
         """``best`` (or ``base``, the same run renamed) with every call hollowed but those at ``kept``, the last
         call and the last take; the inert ones hollowed too."""
@@ -250,7 +253,7 @@ def cut_history(
         nonlocal ranking
         if ranking is None or ranking[0] is not best:
             stored = new_blocks(best, block_size)
-            ranking = (best, sorted((index for index in real_calls() if best[index].op == "insert"), key=lambda index: stored[index]))
+            ranking = (best, sorted(real_inserts(), key=lambda index: stored[index]))
         return ranking[1]
 
     def fewest_joins() -> bool:
@@ -259,19 +262,20 @@ def cut_history(
         fewest that do."""
         parts = 1
         while time.monotonic() < deadline:
-            inserts = [index for index in real_calls() if best[index].op == "insert"]
+            inserts = real_inserts()
             found = joined(best, inserts, parts, block_size)
             if found is None:
                 return False
             base, joins = found
             longest = max((len(cast(tuple[int, ...], base[index].arg("blocks"))) for index in joins), default=0)
-            if longest <= LONGEST_JOIN and accepted(keeping(joins + [index for index in real_calls() if best[index].op != "insert"], base), at_last=True):
+            others = set(real_calls()) - set(inserts)
+            if longest <= LONGEST_JOIN and accepted(keeping([*joins, *others], base), at_last=True):
                 return True
             parts *= 2
         return False
 
     if not fewest_alone(real_calls, LONGEST_SUFFIX):
-        inserts = [index for index in real_calls() if best[index].op == "insert"]
+        inserts = real_inserts()
         alone = keeping(inserts, fresh_blocks(best, spec_results(best, best_steps)))  # the same run: the spec's results hold
         if alone == best or accepted(alone):
             fewest_alone(inserts_by_new_blocks, len(best))

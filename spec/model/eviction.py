@@ -44,9 +44,8 @@ class Evicting(Using):
     def remove_leaf(self, prefix: Prefix) -> list[BlockId]:
         """R8: remove a leaf node whole, returning its blocks in token order."""
         freed = self.node_blocks(prefix)
-        parent_end = self.parent_end(prefix)
         at = prefix
-        while len(at[1]) > parent_end:  # its own blocks, the last first
+        for _ in freed:  # its own blocks, the last first
             self.drop_block(at)
             at = self.one_block_shorter(at)
         node = self._node_at.pop(prefix)
