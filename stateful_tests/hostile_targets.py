@@ -297,6 +297,7 @@ the file ``HOSTILE_MARK`` names and sleeping (for a test to stop the run there).
 
 def _end_process(how: str) -> None:
     import ctypes
+    import faulthandler
     import os
     import signal
     import threading
@@ -308,6 +309,7 @@ def _end_process(how: str) -> None:
     if how == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if how == "abort":
+        faulthandler.disable()  # the abort is planted: the test wants its signal, not a dump of its stack on the log
         os.abort()
     if how in ("sigterm", "sigint"):
         os.kill(os.getpid(), signal.SIGTERM if how == "sigterm" else signal.SIGINT)

@@ -58,6 +58,9 @@ class PinsNothing(SpecCache):
     def pinned_prefixes(self) -> set[Prefix]:
         return set()
 
+    def leaf_is_pinned(self, leaf: Prefix) -> bool:
+        return False
+
     def evictable_blocks(self) -> int:
         return self.cached_blocks()
 
@@ -67,3 +70,53 @@ def test_a_spec_that_breaks_a_guarantee_is_caught(broken: type[SpecCache]) -> No
     with pytest.raises(EngineViolation):
         for seed in range(4):
             run_checked(broken(2, Rules()), seed, tenants=False)
+
+
+def pinned_by_definition(cache: SpecCache) -> set[Prefix]:
+    """R6 as written: every whole-block prefix of every node that holds a lock of its own."""
+    pinned: set[Prefix] = set()
+    for locked in cache._own_locks:
+        pinned.update(cache.whole_block_prefixes(locked))
+    return pinned
+
+
+def check_pins(cache: SpecCache) -> None:
+    """``pinned_prefixes`` (read up each locked path, left at the first prefix pinned already) is R6 as written,
+    and ``leaf_is_pinned`` (a leaf's own locks) agrees with it on every leaf."""
+    pinned = cache.pinned_prefixes()
+    assert pinned == pinned_by_definition(cache)
+    for leaf in cache._node_at:
+        if cache.is_leaf(leaf):
+            assert cache.leaf_is_pinned(leaf) == (leaf in pinned), leaf
+
+
+class PinsOneBlock(SpecCache):
+    """A spec whose pinned walk stops after the locked node's last block: the blocks above it go unpinned."""
+
+    def pinned_prefixes(self) -> set[Prefix]:
+        return set(self._own_locks)
+
+
+@pytest.mark.parametrize("broken", [None, PinsOneBlock])
+def test_the_pins_the_spec_reads_are_r6s_definition(broken: type[SpecCache] | None) -> None:
+    """At every step of engine runs under every preset; the negative control reads a pin of one block alone."""
+    seen_shared = False
+    for preset in sorted(RULE_PRESETS):
+        for seed in range(2):
+            cache = (broken or SpecCache)(1 + seed, RULE_PRESETS[preset])
+            engine = Engine(cache, Workload(block_size=1 + seed, pool_size=48), prompt_seed=seed)
+            rng = random.Random(seed)
+            for _ in range(200):
+                engine.step(rng)
+                if broken is not None:
+                    try:
+                        check_pins(cache)
+                    except AssertionError:
+                        return
+                    continue
+                check_pins(cache)
+                seen_shared = seen_shared or len(cache._own_locks) >= 2 and len(cache.pinned_prefixes()) < sum(
+                    len(locked[1]) // cache.block_size() for locked in cache._own_locks
+                )
+    assert broken is None, "the pin of one block alone went unseen"
+    assert seen_shared, "no two locked paths shared a block: the walk's stop was never reached"

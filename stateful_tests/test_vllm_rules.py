@@ -264,8 +264,8 @@ class LookupTouches(SpecCache):
 class MoreThanAsked(SpecCache):
     """R8 wrong: evict frees one block more than asked when it can (at least n, not exactly n)."""
 
-    def evict_blocks(self, wanted: int, pinned: set[Prefix]) -> list[int]:
-        return super().evict_blocks(wanted + 1 if wanted else 0, pinned)
+    def evict_blocks(self, wanted: int) -> list[int]:
+        return super().evict_blocks(wanted + 1 if wanted else 0)
 
 
 class ReusesAfterComputing(SpecCache):

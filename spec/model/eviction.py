@@ -67,21 +67,20 @@ class Evicting(Using):
         as one BlockRemoved in the order returned (R13).
         """
         wanted = as_count(n_blocks, "n_blocks")
-        pinned = self.pinned_prefixes()
         if self._rules.unit == "block":
-            freed = self.evict_blocks(wanted, pinned)
+            freed = self.evict_blocks(wanted)
         else:
-            freed = self.evict_leaves(wanted, pinned)
+            freed = self.evict_leaves(wanted)
         self._evicted_blocks += len(freed)
         if freed:
             self._events.append(BlockRemoved(tuple(freed)))
         return freed
 
-    def evict_leaves(self, wanted: int, pinned: set[Prefix]) -> list[BlockId]:
+    def evict_leaves(self, wanted: int) -> list[BlockId]:
         """R8, variant ``unit=leaf`` (strict): whole unpinned leaves, first to go first, until ``wanted`` blocks are freed."""
         waiting: list[tuple[tuple[int, ...], Prefix]] = []
         for prefix in self._node_at:
-            if self.is_leaf(prefix) and prefix not in pinned:
+            if self.is_leaf(prefix) and not self.leaf_is_pinned(prefix):
                 waiting.append((self.eviction_key(prefix), prefix))
         heapq.heapify(waiting)
         freed: list[BlockId] = []
@@ -89,11 +88,11 @@ class Evicting(Using):
             _key, leaf = heapq.heappop(waiting)
             parent = (leaf[0], leaf[1][: self.parent_end(leaf)])
             freed.extend(self.remove_leaf(leaf))
-            if parent[1] and self.is_leaf(parent) and parent not in pinned:
+            if parent[1] and self.is_leaf(parent) and not self.leaf_is_pinned(parent):
                 heapq.heappush(waiting, (self.eviction_key(parent), parent))
         return freed
 
-    def evict_blocks(self, wanted: int, pinned: set[Prefix]) -> list[BlockId]:
+    def evict_blocks(self, wanted: int) -> list[BlockId]:
         """R8, variant ``unit=block`` (vLLM): free exactly ``wanted`` unpinned blocks, or all of them, one at a time.
 
         ``get_new_blocks`` pops exactly the blocks it needs from the front of the free queue
@@ -107,6 +106,7 @@ class Evicting(Using):
         """
         freed: list[BlockId] = []
         if self._rules.use == "release":
+            pinned = self.pinned_prefixes()
             waiting: list[tuple[Stamp, BlockId]] = []
             for block, prefix in self._cached_at.items():
                 if not (prefix in pinned and self._block_at[prefix] == block):
@@ -117,7 +117,7 @@ class Evicting(Using):
             return freed
         leaves: list[tuple[tuple[int, ...], Prefix]] = []
         for prefix in self._node_at:
-            if self.is_leaf(prefix) and prefix not in pinned:
+            if self.is_leaf(prefix) and not self.leaf_is_pinned(prefix):
                 leaves.append((self.eviction_key(prefix), prefix))
         heapq.heapify(leaves)
         while len(freed) < wanted and leaves:
@@ -127,7 +127,7 @@ class Evicting(Using):
             shorter = self.cut_leaf(leaf)
             if shorter is not None:
                 heapq.heappush(leaves, (key, shorter))
-            elif parent[1] and self.is_leaf(parent) and parent not in pinned:
+            elif parent[1] and self.is_leaf(parent) and not self.leaf_is_pinned(parent):
                 heapq.heappush(leaves, (self.eviction_key(parent), parent))
         return freed
 

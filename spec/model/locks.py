@@ -50,8 +50,19 @@ class Locking(Inserting):
 
     def pinned_prefixes(self) -> set[Prefix]:
         """R6: the cached prefixes a lock pins: a node is pinned while it or any node below it holds a lock,
-        so a block is pinned when it lies on the path to a locked node."""
+        so a block is pinned when it lies on the path to a locked node.
+
+        Each locked path is read up from its end and left at the first prefix pinned already, since the path
+        above that one is pinned already: it costs the pinned blocks, not every locked path whole (requests
+        that share a long prompt lock paths that share most of their blocks)."""
         pinned: set[Prefix] = set()
         for locked in self._own_locks:
-            pinned.update(self.whole_block_prefixes(locked))
+            at = locked
+            while at[1] and at not in pinned:
+                pinned.add(at)
+                at = self.one_block_shorter(at)
         return pinned
+
+    def leaf_is_pinned(self, leaf: Prefix) -> bool:
+        """R6 for a leaf: no node lies below it, so it is pinned exactly when it holds a lock of its own."""
+        return leaf in self._own_locks
