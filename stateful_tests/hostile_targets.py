@@ -273,10 +273,8 @@ HOSTILE: dict[str, Hostile] = {
 """Every misbehaving target by factory name, with its documented outcome."""
 
 
-HOSTILE.update(
-    {name: Hostile(factory, status, words, checked=False) for name, (factory, status, words) in DUNDERS.items()}
-)  # by replay alone in the fuzz: the guard is the same in a check, and the family is 18 cases
-
+# By replay alone in the fuzz: the guard is the same in a check, and the family is 18 cases.
+HOSTILE.update({name: Hostile(factory, status, words, checked=False) for name, (factory, status, words) in DUNDERS.items()})
 
 
 def __getattr__(name: str) -> Callable[[int], object]:

@@ -72,10 +72,15 @@ def test_a_spec_that_breaks_a_guarantee_is_caught(broken: type[SpecCache]) -> No
             run_checked(broken(2, Rules()), seed, tenants=False)
 
 
+def locked_prefixes(cache: SpecCache) -> set[Prefix]:
+    """The nodes that hold locks of their own, read off the snapshot (R11)."""
+    return {(view.namespace, view.prefix) for view in cache.snapshot().nodes if view.locks}
+
+
 def pinned_by_definition(cache: SpecCache) -> set[Prefix]:
     """R6 as written: every whole-block prefix of every node that holds a lock of its own."""
     pinned: set[Prefix] = set()
-    for locked in cache._own_locks:
+    for locked in locked_prefixes(cache):
         pinned.update(cache.whole_block_prefixes(locked))
     return pinned
 
@@ -85,16 +90,17 @@ def check_pins(cache: SpecCache) -> None:
     and ``leaf_is_pinned`` (a leaf's own locks) agrees with it on every leaf."""
     pinned = cache.pinned_prefixes()
     assert pinned == pinned_by_definition(cache)
-    for leaf in cache._node_at:
-        if cache.is_leaf(leaf):
-            assert cache.leaf_is_pinned(leaf) == (leaf in pinned), leaf
+    for view in cache.snapshot().nodes:
+        node = (view.namespace, view.prefix)
+        if cache.is_leaf(node):
+            assert cache.leaf_is_pinned(node) == (node in pinned), node
 
 
 class PinsOneBlock(SpecCache):
     """A spec whose pinned walk stops after the locked node's last block: the blocks above it go unpinned."""
 
     def pinned_prefixes(self) -> set[Prefix]:
-        return set(self._own_locks)
+        return locked_prefixes(self)
 
 
 @pytest.mark.parametrize("broken", [None, PinsOneBlock])
@@ -115,8 +121,7 @@ def test_the_pins_the_spec_reads_are_r6s_definition(broken: type[SpecCache] | No
                         return
                     continue
                 check_pins(cache)
-                seen_shared = seen_shared or len(cache._own_locks) >= 2 and len(cache.pinned_prefixes()) < sum(
-                    len(locked[1]) // cache.block_size() for locked in cache._own_locks
-                )
+                locked = locked_prefixes(cache)
+                seen_shared = seen_shared or len(cache.pinned_prefixes()) < sum(len(tokens) // cache.block_size() for _, tokens in locked)
     assert broken is None, "the pin of one block alone went unseen"
     assert seen_shared, "no two locked paths shared a block: the walk's stop was never reached"
