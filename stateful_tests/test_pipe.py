@@ -90,7 +90,7 @@ def test_exec_and_a_target_together_are_usage(capsys: pytest.CaptureFixture[str]
 # (kind, lines answered well first, exit status, words the report must hold)
 MISBEHAVIOURS = [
     ("crash", 60, 1, ["crashed", "exited with status 3", "crashing on purpose"]),
-    ("hang", 60, 1, ["hangs", "within 5 s"]),
+    ("hang", 60, 1, ["hangs", "within 2 s"]),
     ("garbage", 60, 1, ["printed garbage", "%%% this is not an answer %%%"]),
     ("wrong_call", 60, 1, ["answered a different call"]),
     ("wrong_shape", 60, 1, ["malformed answer", "neither"]),
@@ -104,8 +104,9 @@ def test_a_misbehaving_engine_gets_a_one_paragraph_report(
     kind: str, after: int, status: int, words: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     started = cpu_seconds()  # CPU of the checker (this process): a check that ran on would spend it; load would not
-    # --timeout 5: a loaded machine starts the engine well within it, so each report is its misbehaviour's, never a slow start's.
-    result = main(["check", "--exec", misbehaving(kind, after), "--timeout", "5", "--quiet", "--out", str(tmp_path)])
+    # --timeout 2 bounds a call alone (the start has --start-timeout's 30 s): a loaded machine answers a good call of
+    # the engine in milliseconds, so each report is its misbehaviour's; a hang costs the suite these 2 s.
+    result = main(["check", "--exec", misbehaving(kind, after), "--timeout", "2", "--quiet", "--out", str(tmp_path)])
     seconds = cpu_seconds() - started
     captured = capsys.readouterr()
     output = captured.out + captured.err
@@ -132,7 +133,7 @@ def test_a_protocol_failure_inside_a_machine_stops_the_check_with_the_report(
     so a larger count can take thousands of calls to reach in any one of them.
     """
     started = cpu_seconds()
-    result = main(["check", "--exec", misbehaving(kind, 700), "--timeout", "5", "--quiet", "--out", str(tmp_path)])  # 5: a loaded machine's slow start is no hang
+    result = main(["check", "--exec", misbehaving(kind, 700), "--timeout", "2", "--quiet", "--out", str(tmp_path)])  # a call's limit: the start has 30 s
     output = capsys.readouterr().out
     assert result == 1, output
     assert cpu_seconds() - started < 30  # CPU: the check stopped at the broken engine instead of running on
@@ -174,11 +175,12 @@ def test_an_engine_that_does_not_start_is_usage() -> None:
 def test_a_hanging_engine_is_stopped_in_a_real_process(tmp_path: Path) -> None:
     """The whole command ends, with the report and no traceback, while the engine would sleep an hour.
 
-    ``--timeout 5``: long enough for a loaded machine to start the engine and answer its first lines, so
-    the report is the hang's; the subprocess limit only guards the suite from a checker that never ends.
+    ``--timeout 2``: a call's limit (the start has ``--start-timeout``'s 30 s), long enough for a loaded machine to
+    answer each good line, so the report is the hang's; the subprocess limit only guards the suite from a checker
+    that never ends.
     """
     completed = subprocess.run(
-        [sys.executable, "-m", "prefixspec", "check", "--exec", misbehaving("hang", 30), "--timeout", "5", "--quiet", "--out", str(tmp_path)],
+        [sys.executable, "-m", "prefixspec", "check", "--exec", misbehaving("hang", 30), "--timeout", "2", "--quiet", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=900,

@@ -288,21 +288,23 @@ def test_p9_an_empty_target_is_usage(capsys: pytest.CaptureFixture[str]) -> None
 
 
 @pytest.mark.parametrize(
-    ("engine", "status"),
+    ("engine", "status", "start"),
     [
-        ("sleep {helper} & echo $! > child.pid; exit 0", 2),
-        (f"{SERVE} --misbehave fork_and_exit --after 5 --pidfile {{folder}}/child.pid", 1),
-        (f"sleep {{helper}} & echo $! > child.pid; {SERVE}", 0),
+        ("sleep {helper} & echo $! > child.pid; exit 0", 2, "2"),
+        (f"{SERVE} --misbehave fork_and_exit --after 5 --pidfile {{folder}}/child.pid", 1, "10"),
+        (f"sleep {{helper}} & echo $! > child.pid; {SERVE}", 0, "10"),
     ],
     ids=["a shell that backgrounds sleep and exits", "an engine that forks and exits", "a script that backgrounds a helper"],
 )
 def test_e1_every_process_an_engine_started_is_stopped(
-    engine: str, status: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    engine: str, status: int, start: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    # --timeout 10: a loaded machine starts the engine and answers its lines well within it; only the forked child's hang waits it out.
+    # What the suite waits out is each case's hang: the shell's helper holds the pipe, so its handshake never comes
+    # (--start-timeout 2; it never starts anyway); the forked child hangs in a call (--timeout 2).  An engine that
+    # starts has 10 s to, and a loaded machine answers each good call in milliseconds.
     helper = unique_seconds(1014)
-    argv = ["replay", GOLDEN, "--exec", engine.format(folder=shlex.quote(str(tmp_path)), helper=helper), "--timeout", "10", "--start-timeout", "10"]
+    argv = ["replay", GOLDEN, "--exec", engine.format(folder=shlex.quote(str(tmp_path)), helper=helper), "--timeout", "2", "--start-timeout", start]
     try:
         assert run(argv, capsys)[0] == status
         assert gone_soon(int((tmp_path / "child.pid").read_text()))

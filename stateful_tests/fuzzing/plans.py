@@ -241,8 +241,12 @@ def process_end_plans(scratch: Path) -> list[Plan]:
 # Engines ------------------------------------------------------------------------------------------
 
 ENGINE_TIMEOUT = "5"
-"""``--timeout`` and ``--start-timeout`` of an engine case: a hang costs it, yet a loaded machine (load 5 on 2 cores)
+"""``--start-timeout`` of an engine case: a hang at the start costs it, yet a loaded machine (load 5 on 2 cores)
 starts serve.py well within it (at 1 s such a machine made good engines fail their handshake: a promise load could break)."""
+
+ENGINE_CALL_TIMEOUT = "2"
+"""``--timeout`` of an engine case, a call's limit apart from the start's: a hang in a call costs it, and serve.py
+answers a good call in milliseconds, loaded or not."""
 
 NOT_ENGINES = (
     "sleep 1014 & exit 0",
@@ -283,7 +287,7 @@ def engine_table(scratch: Path) -> list[Plan]:
     # A good engine with a helper beside it passes; anything else cannot even start a cache (exit 2).
     engines += [(command, 0 if SERVE in command else 2, "") for command in NOT_ENGINES]
     for engine, status, words in engines:
-        replay = ("replay", GOLDEN, "--exec", engine, "--timeout", ENGINE_TIMEOUT, "--start-timeout", ENGINE_TIMEOUT)
+        replay = ("replay", GOLDEN, "--exec", engine, "--timeout", ENGINE_CALL_TIMEOUT, "--start-timeout", ENGINE_TIMEOUT)
         plans.append(Plan("engine", in_scratch(scratch, replay, CHECK_LIMIT), frozenset({status}), words))
     return plans
 
@@ -303,9 +307,9 @@ def engine_plans(draw: st.DrawFn, scratch: Path) -> Plan:
     small = scratch / "small.trace"
     # A check runs to its end only on an engine that answers well: the spec in Python, too slow for a fuzz case.
     if not quick or draw(st.booleans()):
-        argv: tuple[str, ...] = ("replay", str(small), "--exec", engine, "--timeout", ENGINE_TIMEOUT, "--start-timeout", ENGINE_TIMEOUT)
+        argv: tuple[str, ...] = ("replay", str(small), "--exec", engine, "--timeout", ENGINE_CALL_TIMEOUT, "--start-timeout", ENGINE_TIMEOUT)
     else:
-        argv = ("check", "--exec", engine, *QUICK_CHECK, "--timeout", ENGINE_TIMEOUT, "--start-timeout", ENGINE_TIMEOUT, "--out", str(scratch / "out"))
+        argv = ("check", "--exec", engine, *QUICK_CHECK, "--timeout", ENGINE_CALL_TIMEOUT, "--start-timeout", ENGINE_TIMEOUT, "--out", str(scratch / "out"))
     return Plan("engine", in_scratch(scratch, argv, CHECK_LIMIT), files=((str(small), b"\n".join(GOLDEN_LINES[:60]) + b"\n"),))
 
 
