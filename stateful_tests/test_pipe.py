@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-import shlex
 import subprocess
 import sys
 import time
@@ -16,10 +15,9 @@ from spec.api import InvalidArgument, NotLocked, UnknownNode
 from prefixspec.commands.main import main
 from spec.model import SpecCache
 from prefixspec.targets.pipe import EngineProtocolError, PipeEngine
+from stateful_tests.engines import CALL_LIMIT, SERVE
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVE = f"cd {shlex.quote(str(ROOT))} && exec {shlex.quote(sys.executable)} -m stateful_tests.engines.serve"
-"""The spec served as an engine in Python (stateful_tests/engines/serve.py)."""
 
 
 def cpu_seconds() -> float:
@@ -90,7 +88,7 @@ def test_exec_and_a_target_together_are_usage(capsys: pytest.CaptureFixture[str]
 # (kind, lines answered well first, exit status, words the report must hold)
 MISBEHAVIOURS = [
     ("crash", 60, 1, ["crashed", "exited with status 3", "crashing on purpose"]),
-    ("hang", 60, 1, ["hangs", "within 2 s"]),
+    ("hang", 60, 1, ["hangs", f"within {CALL_LIMIT} s"]),
     ("garbage", 60, 1, ["printed garbage", "%%% this is not an answer %%%"]),
     ("wrong_call", 60, 1, ["answered a different call"]),
     ("wrong_shape", 60, 1, ["malformed answer", "neither"]),
@@ -104,9 +102,8 @@ def test_a_misbehaving_engine_gets_a_one_paragraph_report(
     kind: str, after: int, status: int, words: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     started = cpu_seconds()  # CPU of the checker (this process): a check that ran on would spend it; load would not
-    # --timeout 2 bounds a call alone (the start has --start-timeout's 30 s): a loaded machine answers a good call of
-    # the engine in milliseconds, so each report is its misbehaviour's; a hang costs the suite these 2 s.
-    result = main(["check", "--exec", misbehaving(kind, after), "--timeout", "2", "--quiet", "--out", str(tmp_path)])
+    # A call's limit (CALL_LIMIT; the start has --start-timeout's 30 s): each report is its misbehaviour's, never a slow start's.
+    result = main(["check", "--exec", misbehaving(kind, after), "--timeout", CALL_LIMIT, "--quiet", "--out", str(tmp_path)])
     seconds = cpu_seconds() - started
     captured = capsys.readouterr()
     output = captured.out + captured.err
@@ -133,7 +130,7 @@ def test_a_protocol_failure_inside_a_machine_stops_the_check_with_the_report(
     so a larger count can take thousands of calls to reach in any one of them.
     """
     started = cpu_seconds()
-    result = main(["check", "--exec", misbehaving(kind, 700), "--timeout", "2", "--quiet", "--out", str(tmp_path)])  # a call's limit: the start has 30 s
+    result = main(["check", "--exec", misbehaving(kind, 700), "--timeout", CALL_LIMIT, "--quiet", "--out", str(tmp_path)])
     output = capsys.readouterr().out
     assert result == 1, output
     assert cpu_seconds() - started < 30  # CPU: the check stopped at the broken engine instead of running on
@@ -175,12 +172,11 @@ def test_an_engine_that_does_not_start_is_usage() -> None:
 def test_a_hanging_engine_is_stopped_in_a_real_process(tmp_path: Path) -> None:
     """The whole command ends, with the report and no traceback, while the engine would sleep an hour.
 
-    ``--timeout 2``: a call's limit (the start has ``--start-timeout``'s 30 s), long enough for a loaded machine to
-    answer each good line, so the report is the hang's; the subprocess limit only guards the suite from a checker
-    that never ends.
+    ``--timeout`` is a call's limit (``CALL_LIMIT``; the start has ``--start-timeout``'s 30 s), so the report is
+    the hang's; the subprocess limit only guards the suite from a checker that never ends.
     """
     completed = subprocess.run(
-        [sys.executable, "-m", "prefixspec", "check", "--exec", misbehaving("hang", 30), "--timeout", "2", "--quiet", "--out", str(tmp_path)],
+        [sys.executable, "-m", "prefixspec", "check", "--exec", misbehaving("hang", 30), "--timeout", CALL_LIMIT, "--quiet", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=900,

@@ -22,7 +22,7 @@ import pytest
 from prefixspec.commands.main import main
 from prefixspec.exit_status import ExitStatus
 from prefixspec.shipped import GOLDEN_TRACE
-from stateful_tests.fuzzing.plans import SERVE
+from stateful_tests.engines import CALL_LIMIT, SERVE
 from stateful_tests.hostile_targets import HOSTILE, PRINTED
 from stateful_tests.leftovers import end_marked, marked, unique_seconds
 
@@ -301,10 +301,10 @@ def test_e1_every_process_an_engine_started_is_stopped(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     # What the suite waits out is each case's hang: the shell's helper holds the pipe, so its handshake never comes
-    # (--start-timeout 2; it never starts anyway); the forked child hangs in a call (--timeout 2).  An engine that
-    # starts has 10 s to, and a loaded machine answers each good call in milliseconds.
+    # (--start-timeout 2; it never starts anyway); the forked child hangs in a call (CALL_LIMIT).  An engine that
+    # starts has 10 s to.
     helper = unique_seconds(1014)
-    argv = ["replay", GOLDEN, "--exec", engine.format(folder=shlex.quote(str(tmp_path)), helper=helper), "--timeout", "2", "--start-timeout", start]
+    argv = ["replay", GOLDEN, "--exec", engine.format(folder=shlex.quote(str(tmp_path)), helper=helper), "--timeout", CALL_LIMIT, "--start-timeout", start]
     try:
         assert run(argv, capsys)[0] == status
         assert gone_soon(int((tmp_path / "child.pid").read_text()))

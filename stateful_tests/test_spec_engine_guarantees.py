@@ -72,56 +72,50 @@ def test_a_spec_that_breaks_a_guarantee_is_caught(broken: type[SpecCache]) -> No
             run_checked(broken(2, Rules()), seed, tenants=False)
 
 
-def locked_prefixes(cache: SpecCache) -> set[Prefix]:
-    """The nodes that hold locks of their own, read off the snapshot (R11)."""
-    return {(view.namespace, view.prefix) for view in cache.snapshot().nodes if view.locks}
-
-
-def pinned_by_definition(cache: SpecCache) -> set[Prefix]:
-    """R6 as written: every whole-block prefix of every node that holds a lock of its own."""
-    pinned: set[Prefix] = set()
-    for locked in locked_prefixes(cache):
-        pinned.update(cache.whole_block_prefixes(locked))
-    return pinned
-
-
-def check_pins(cache: SpecCache) -> None:
+def check_pins(cache: SpecCache) -> bool:
     """``pinned_prefixes`` (read up each locked path, left at the first prefix pinned already) is R6 as written,
-    and ``leaf_is_pinned`` (a leaf's own locks) agrees with it on every leaf."""
+    and ``leaf_is_pinned`` (a leaf's own locks) agrees with it on every leaf; whether locked paths shared a block
+    (the walk's stop reached)."""
     pinned = cache.pinned_prefixes()
-    assert pinned == pinned_by_definition(cache)
-    for view in cache.snapshot().nodes:
+    nodes = cache.snapshot().nodes
+    locked = [(view.namespace, view.prefix) for view in nodes if view.locks]
+    wanted: set[Prefix] = set()
+    for prefix in locked:
+        wanted.update(cache.whole_block_prefixes(prefix))
+    assert pinned == wanted, "pinned_prefixes is not R6 as written"
+    for view in nodes:
         node = (view.namespace, view.prefix)
         if cache.is_leaf(node):
             assert cache.leaf_is_pinned(node) == (node in pinned), node
+    return len(pinned) < sum(len(tokens) // cache.block_size() for _, tokens in locked)
+
+
+def run_pins(spec: type[SpecCache]) -> bool:
+    """``check_pins`` at every step of engine runs under every preset; whether the walk's stop was reached."""
+    shared = False
+    for preset in sorted(RULE_PRESETS):
+        for seed in range(2):
+            cache = spec(1 + seed, RULE_PRESETS[preset])
+            engine = Engine(cache, Workload(block_size=1 + seed, pool_size=48), prompt_seed=seed)
+            rng = random.Random(seed)
+            for _ in range(200):
+                engine.step(rng)
+                shared = check_pins(cache) or shared
+    return shared
 
 
 class PinsOneBlock(SpecCache):
     """A spec whose pinned walk stops after the locked node's last block: the blocks above it go unpinned."""
 
     def pinned_prefixes(self) -> set[Prefix]:
-        return locked_prefixes(self)
+        return {(view.namespace, view.prefix) for view in self.snapshot().nodes if view.locks}
 
 
-@pytest.mark.parametrize("broken", [None, PinsOneBlock])
-def test_the_pins_the_spec_reads_are_r6s_definition(broken: type[SpecCache] | None) -> None:
-    """At every step of engine runs under every preset; the negative control reads a pin of one block alone."""
-    seen_shared = False
-    for preset in sorted(RULE_PRESETS):
-        for seed in range(2):
-            cache = (broken or SpecCache)(1 + seed, RULE_PRESETS[preset])
-            engine = Engine(cache, Workload(block_size=1 + seed, pool_size=48), prompt_seed=seed)
-            rng = random.Random(seed)
-            for _ in range(200):
-                engine.step(rng)
-                if broken is not None:
-                    try:
-                        check_pins(cache)
-                    except AssertionError:
-                        return
-                    continue
-                check_pins(cache)
-                locked = locked_prefixes(cache)
-                seen_shared = seen_shared or len(cache.pinned_prefixes()) < sum(len(tokens) // cache.block_size() for _, tokens in locked)
-    assert broken is None, "the pin of one block alone went unseen"
-    assert seen_shared, "no two locked paths shared a block: the walk's stop was never reached"
+def test_the_pins_the_spec_reads_are_r6s_definition() -> None:
+    assert run_pins(SpecCache), "no two locked paths shared a block: the walk's stop was never reached"
+
+
+def test_a_pin_of_one_block_alone_is_seen() -> None:
+    """The negative control: a pin of the locked node's last block alone."""
+    with pytest.raises(AssertionError, match="not R6 as written"):
+        run_pins(PinsOneBlock)

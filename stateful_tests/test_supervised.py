@@ -30,6 +30,7 @@ from prefixspec.running.stages import STAGES, RunPlan, run_stage
 from prefixspec.targets.named import load_target
 from prefixspec.targets.supervised import announce_stage, supervise
 from prefixspec.shipped import GOLDEN_TRACE
+from stateful_tests.engines import SERVE
 from stateful_tests.leftovers import end_marked, marked, unique_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -254,9 +255,8 @@ def test_an_engines_helper_in_a_group_or_session_of_its_own_is_ended(
         monkeypatch.setattr(supervised, "set_subreaper", lambda on: False)
     seconds = unique_seconds(1031)
     own = f"setsid sleep {seconds}" if make_own == "setsid" else f"{shlex.quote(sys.executable)} -c 'import os,time; os.setpgid(0,0); time.sleep({seconds})'"
-    serve = f"cd {shlex.quote(str(ROOT))} && exec {shlex.quote(sys.executable)} -m stateful_tests.engines.serve"
     try:
-        status, _, _ = run(["replay", str(GOLDEN_TRACE), "--exec", f"{own} & {serve}", "--timeout", "30"], capsys)
+        status, _, _ = run(["replay", str(GOLDEN_TRACE), "--exec", f"{own} & {SERVE}", "--timeout", "30"], capsys)
         assert status == ExitStatus.PASSED
         if not reaping:  # a helper started with `&` may still be starting (setsid forks) when the run ends: wait for it
             for _ in range(50):

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from prefixspec.shipped import GOLDEN_TRACE
+from stateful_tests.engines import CALL_LIMIT, SERVE
 from stateful_tests.engines.serve import KINDS
 from stateful_tests.fuzzing.sandbox import INTERRUPTED, PROMISED_STATUSES, ROOT, Case, Ran, Sandbox, problems
 from stateful_tests.fuzzing.traces import GOLDEN_LINES, hostile_traces
@@ -54,9 +54,6 @@ so a loaded machine, which stretches every case, never turns a slow case into a 
 GOLDEN = str(GOLDEN_TRACE)
 QUICK_CHECK = ("--quiet", "--profile", "ci", "--steps", "30")
 """A check as short as it goes, reproducible and writing no example database."""
-
-SERVE = f"cd {shlex.quote(str(ROOT))} && exec {shlex.quote(sys.executable)} -m stateful_tests.engines.serve"
-"""The spec served as an engine (``stateful_tests/engines/serve.py``)."""
 
 
 @dataclass(frozen=True)
@@ -240,13 +237,9 @@ def process_end_plans(scratch: Path) -> list[Plan]:
 
 # Engines ------------------------------------------------------------------------------------------
 
-ENGINE_TIMEOUT = "5"
+ENGINE_START_TIMEOUT = "5"
 """``--start-timeout`` of an engine case: a hang at the start costs it, yet a loaded machine (load 5 on 2 cores)
 starts serve.py well within it (at 1 s such a machine made good engines fail their handshake: a promise load could break)."""
-
-ENGINE_CALL_TIMEOUT = "2"
-"""``--timeout`` of an engine case, a call's limit apart from the start's: a hang in a call costs it, and serve.py
-answers a good call in milliseconds, loaded or not."""
 
 NOT_ENGINES = (
     "sleep 1014 & exit 0",
@@ -287,7 +280,7 @@ def engine_table(scratch: Path) -> list[Plan]:
     # A good engine with a helper beside it passes; anything else cannot even start a cache (exit 2).
     engines += [(command, 0 if SERVE in command else 2, "") for command in NOT_ENGINES]
     for engine, status, words in engines:
-        replay = ("replay", GOLDEN, "--exec", engine, "--timeout", ENGINE_CALL_TIMEOUT, "--start-timeout", ENGINE_TIMEOUT)
+        replay = ("replay", GOLDEN, "--exec", engine, "--timeout", CALL_LIMIT, "--start-timeout", ENGINE_START_TIMEOUT)
         plans.append(Plan("engine", in_scratch(scratch, replay, CHECK_LIMIT), frozenset({status}), words))
     return plans
 
@@ -307,9 +300,9 @@ def engine_plans(draw: st.DrawFn, scratch: Path) -> Plan:
     small = scratch / "small.trace"
     # A check runs to its end only on an engine that answers well: the spec in Python, too slow for a fuzz case.
     if not quick or draw(st.booleans()):
-        argv: tuple[str, ...] = ("replay", str(small), "--exec", engine, "--timeout", ENGINE_CALL_TIMEOUT, "--start-timeout", ENGINE_TIMEOUT)
+        argv: tuple[str, ...] = ("replay", str(small), "--exec", engine, "--timeout", CALL_LIMIT, "--start-timeout", ENGINE_START_TIMEOUT)
     else:
-        argv = ("check", "--exec", engine, *QUICK_CHECK, "--timeout", ENGINE_CALL_TIMEOUT, "--start-timeout", ENGINE_TIMEOUT, "--out", str(scratch / "out"))
+        argv = ("check", "--exec", engine, *QUICK_CHECK, "--timeout", CALL_LIMIT, "--start-timeout", ENGINE_START_TIMEOUT, "--out", str(scratch / "out"))
     return Plan("engine", in_scratch(scratch, argv, CHECK_LIMIT), files=((str(small), b"\n".join(GOLDEN_LINES[:60]) + b"\n"),))
 
 
