@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import SupportsIndex, cast
+from typing import SupportsIndex, cast, overload
 
-from spec.api import DIGEST_FEATURE, CacheFactory, KVEvent, NodeId, PrefixCache, Snapshot
+from spec.api import DIGEST_FEATURE, CacheFactory, KVEvent, NodeId, PrefixCache, PrefixCacheError, Snapshot
 from spec.model import SpecCache
-from prefixspec.formats.outcomes import same_result
+from prefixspec.formats.outcomes import Outcome, same_result
 from prefixspec.formats.trace import PASSED_ON, CallRunner, Step, Trace, outcome_text
 from prefixspec.compare.mirror import Mirror, MirrorError, contents_difference
 from prefixspec.compare.differences import describe_snapshot_difference as describe_snapshot_difference, result_rule
@@ -76,7 +76,46 @@ class Disagreement(AssertionError):
         )
 
 
-Observer = Callable[[Call, str, object, Snapshot, Snapshot], None]
+class RecordedSteps(Sequence[Step]):
+    """The lockstep's calls, each with the reference's outcome, made into a trace's steps only when read.
+
+    A step's result is text for a counterexample, which a passing run never writes: recording the call and
+    the outcome alone spares every call the rendering of its result and a step of its own
+    (``bench.stage_throughput``).  An outcome keeps the value the reference returned, so a driver must not
+    change a result it was handed (none of ``prefixspec.drive``'s does).
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        """Every call so far, in order: read without making a step."""
+        self._outcomes: list[Outcome] = []
+
+    def record(self, call: Call, outcome: Outcome) -> None:
+        self.calls.append(call)
+        self._outcomes.append(outcome)
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    @overload
+    def __getitem__(self, index: int) -> Step: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Step]: ...
+
+    def __getitem__(self, index: int | slice) -> Step | list[Step]:
+        if isinstance(index, slice):
+            return [self[position] for position in range(*index.indices(len(self.calls)))]
+        if index < 0:
+            index += len(self.calls)
+        if not 0 <= index < len(self.calls):
+            raise IndexError(index)
+        return Step(self.calls[index], self._outcomes[index].text, index + 1)
+
+
+Observer = Callable[[Call, PrefixCacheError | None, object, Snapshot, Snapshot], None]
+"""Told of a call, the interface's error the spec refused it with (None: it did not), its result, and the spec's
+snapshots around it."""
 
 FULL_EVERY = 64
 """Of the comparisons by digest, every this-many-th is a full one (``Lockstep.full_every``)."""
@@ -113,7 +152,7 @@ class Lockstep(CallThrough):
         self.compare_snapshots = compare_snapshots
         self.snapshot_every = snapshot_every
         """Compare the snapshots after every call (1), or after every k-th (a cache of thousands of blocks)."""
-        self.steps: list[Step] = []
+        self.steps = RecordedSteps()
         self._reference_runner = CallRunner(reference, functools.partial(SpecCache, rules=reference.rules))
         self._reference_snapshot: Snapshot | None = None
         self._reference_digest: int | None = None
@@ -166,10 +205,10 @@ class Lockstep(CallThrough):
         """Make ``call`` on both caches, compare, and return the reference's result."""
         kind = call.kind
         before = self.snapshot() if self.observer is not None else None
-        expected = self._reference_runner.run(call)
+        expected = self._reference_runner.run(call, text=False)  # written as text when a step is read, or to differ
         if kind.params and expected.error is None:
             self._reference_snapshot = self._reference_digest = None  # a call that takes arguments and was not refused may change the state
-        self.steps.append(Step(call, expected.text, len(self.steps) + 1))
+        self.steps.record(call, expected)
         if self._target_runner is not None and self.target is not None:
             got = self._target_runner.run(call, text=False)  # compared by value where it can be: rendered only to differ
             if not same_result(expected, got):
@@ -189,7 +228,8 @@ class Lockstep(CallThrough):
             elif self.compare_snapshots and len(self.steps) % self.snapshot_every == 0:
                 self.check_snapshots(self.reference, self.target, refused=expected.error is not None)
         if self.observer is not None and before is not None:
-            self.observer(call, expected.text, expected.value, before, self.snapshot())
+            refusal = expected.error if isinstance(expected.error, PrefixCacheError) else None
+            self.observer(call, refusal, expected.value, before, self.snapshot())
         if kind.publishes:  # the lockstep takes the target's events after the calls that publish any (R13)
             if self.events:
                 self._changes_since_take += 1
@@ -257,7 +297,7 @@ class Lockstep(CallThrough):
         """The two snapshots after a call, by their digests where the target keeps one but every ``full_every``-th
         time (or when ``full``: at the end of a replay); a difference after a call the spec refused breaks R10.
         With events, the mirror too."""
-        if self.events and self.steps and self.steps[-1].call.op == TAKE_EVENTS.op:
+        if self.events and self.steps and self.steps.calls[-1].op == TAKE_EVENTS.op:
             self.check_mirror()
         self.comparisons += 1
         full = full or self.comparisons % self.full_every == 0
@@ -272,7 +312,7 @@ class Lockstep(CallThrough):
                 raise WrongResult(f"snapshot returned {type(actual).__name__}, not a Snapshot")
             same = snapshots_agree(wanted, actual, self.order)
             if not same:
-                last = self.steps[-1].call if self.steps else None
+                last = self.steps.calls[-1] if self.steps else None
                 tokens = last.arg("tokens") if last is not None and last.kind.params and last.kind.params[0].kind == "tokens" else ()
                 # Inside the try: a Snapshot whose fields are not the interface's (nodes=None) cannot be compared part by part.
                 rule, expected_text, got_text = describe_snapshot_difference(

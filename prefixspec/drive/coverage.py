@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 
 from hypothesis import event as hypothesis_event
 
-from spec.api import ERROR_TYPES, ID_LIMIT, Inserted, Rules, Snapshot
+from spec.api import ID_LIMIT, Inserted, PrefixCacheError, Rules, Snapshot
 from prefixspec.vocabulary import TAKE_EVENTS, Call
 
 BOUNDARIES = (2**7, 2**8, 2**15, 2**16, 2**31, ID_LIMIT - 1)
@@ -199,17 +199,19 @@ class Coverage:
 
     # Calls -------------------------------------------------------------------------------------
 
-    def observe(self, call: Call, result: str, value: object, before: Snapshot, after: Snapshot) -> None:
-        """The rule events of one call, from its result and the spec's snapshots around it."""
+    def observe(self, call: Call, refusal: PrefixCacheError | None, value: object, before: Snapshot, after: Snapshot) -> None:
+        """The rule events of one call, from the error the spec refused it with (or None), its result and the spec's
+        snapshots around it."""
         self.note_values(call)
         if call.namespace is not None:
             self.note("a namespace other than the default")
-            self.note_namespaces(after)
+            if call.op == "insert" and refusal is None:  # the one call that brings a namespace to life
+                self.note_namespaces(after)
         if call.op == TAKE_EVENTS.op:
             self.observe_take(value)
             return
-        name = result.split(" ")[0]
-        if name in ERROR_TYPES:
+        if refusal is not None:
+            name = type(refusal).__name__
             self.note(f"refused {call.op}: {name}")
             if name == "UnknownNode":
                 self.note(f"refused {call.op}: UnknownNode (evicted)")  # a lockstep's handles are all this cache's own

@@ -1,0 +1,102 @@
+"""The lockstep records calls and outcomes, written as text only when read; events are compared by value where
+equal values are written alike (``compare.lockstep.RecordedSteps``, ``formats.outcomes.plain_value``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+from impl import RadixCache
+from prefixspec.compare.lockstep import Disagreement, Lockstep
+from prefixspec.drive.engine import Engine, Workload
+from prefixspec.formats.outcomes import Outcome, plain_value, render_plain, same_result
+from prefixspec.formats.trace import record
+from prefixspec.vocabulary import BY_METHOD, render_result
+from spec.api import BlockRemoved, BlockStored, KVEvent
+from spec.model import SpecCache
+
+TAKE = BY_METHOD["take_events"]
+
+
+def engine_run(steps: int, namespaces: bool) -> Lockstep:
+    """``steps`` engine steps through a lockstep of the spec and impl, its events taken after every change."""
+    spaces = (None, "tenant", 7) if namespaces else (None,)
+    pair = Lockstep(SpecCache(2), RadixCache(2), take_every=1)
+    engine = Engine(pair, Workload(block_size=2, pool_size=48, namespaces=spaces), prompt_seed=3)
+    rng = random.Random(3)
+    for _ in range(steps):
+        engine.step(rng)
+    engine.drain()
+    return pair
+
+
+@pytest.mark.parametrize("namespaces", [False, True], ids=["default namespace", "three namespaces"])
+def test_the_recorded_steps_are_the_trace_the_calls_make_on_a_fresh_spec(namespaces: bool) -> None:
+    """Every step, read late, holds the call and the spec's result as a fresh spec writes it at once (``record``)."""
+    pair = engine_run(1500, namespaces)
+    calls = pair.steps.calls
+    assert len(pair.steps) == len(calls) > 3000 and {"match", "insert", "evict", "take_events"} <= {call.op for call in calls}
+    eager = record(2, calls, SpecCache(2))
+    assert pair.trace().text() == eager.text()
+    assert pair.steps[-1] == eager.steps[-1] and pair.steps[-3:] == list(eager.steps[-3:])
+    with pytest.raises(IndexError):
+        pair.steps[len(calls)]
+
+
+def test_a_disagreement_writes_the_recorded_steps_with_their_results() -> None:
+    """The counterexample a disagreement carries is written from the recorded outcomes, the last call's too."""
+
+    class CountsOneMore(RadixCache):
+        def cached_blocks(self) -> int:
+            return super().cached_blocks() + (1 if super().cached_blocks() >= 6 else 0)
+
+    pair = Lockstep(SpecCache(2), CountsOneMore(2))
+    with pytest.raises(Disagreement) as raised:
+        for size in range(1, 10):
+            pair.insert(list(range(100 * size, 100 * size + 2 * size)), list(range(10 * size, 10 * size + size)))
+            pair.cached_blocks()
+    lines = raised.value.trace.text().splitlines()
+    assert lines[-1].startswith("cached_blocks -> ") and raised.value.got == str(int(raised.value.expected) + 1)
+    assert any(line.startswith("n1 = insert [100 101] [10] -> new []") for line in lines)
+
+
+STORED = BlockStored(None, (1, 2, 3, 4), (10, 11), None)
+PLAIN_EVENTS: list[list[KVEvent]] = [
+    [],
+    [STORED, BlockRemoved((11, 10))],
+    [BlockStored(10, (5, 6), (12,), "tenant"), BlockStored(None, (7, 8), (13,), 4)],
+]
+
+
+@pytest.mark.parametrize("events", PLAIN_EVENTS, ids=["none", "stored and removed", "namespaced"])
+def test_plain_events_are_written_as_render_result_writes_them(events: list[KVEvent]) -> None:
+    assert plain_value(TAKE, events)
+    assert render_plain(TAKE, events, "") == render_result(TAKE, events, lambda node: "")
+
+
+NOT_PLAIN: list[object] = [
+    [dataclasses.replace(STORED, tokens=(1, 2, True, 4))],  # a bool, written True
+    [dataclasses.replace(STORED, blocks=[10, 11])],  # type: ignore[arg-type]  # a list where the interface has a tuple
+    [dataclasses.replace(STORED, namespace=("a", 1))],  # a tuple namespace: its parts are written to compare
+    [dataclasses.replace(STORED, parent=True)],
+    (STORED,),  # a tuple of events, not a list
+    [BlockRemoved((1.0,))],  # type: ignore[arg-type]
+]
+
+
+@pytest.mark.parametrize("value", NOT_PLAIN, ids=["bool token", "list of blocks", "tuple namespace", "bool parent", "tuple", "float id"])
+def test_events_of_other_types_are_not_plain(value: object) -> None:
+    assert not plain_value(TAKE, value)
+
+
+def test_events_agree_by_value_or_as_text_however_cut_and_differ_otherwise() -> None:
+    """Equal plain events agree without their text; events cut into other blocks still agree as text (R13); other
+    events differ (the negative control: one block id changed)."""
+    spec = Outcome(None, [STORED], None, TAKE, "", plain=True)
+    assert same_result(spec, Outcome(None, [STORED], None, TAKE, "", plain=True))
+    cut = [BlockStored(None, (1, 2), (10,), None), BlockStored(10, (3, 4), (11,), None)]
+    assert same_result(spec, Outcome(None, cut, None, TAKE, "", plain=True))
+    other = [dataclasses.replace(STORED, blocks=(10, 12))]
+    assert not same_result(spec, Outcome(None, other, None, TAKE, "", plain=True))
