@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_adapted_toy_cache_passes_the_check(tmp_path: Path) -> None:
-    # The core stages: the toy walks its tree on every call, too slow for the scale stage's 95,000 calls.
+    # The core stages: the toy walks its tree on every call, too slow for the scale stage's 80,000 calls.
     plan = replace(RunPlan.of_profile("ci"), min_engine_steps=500, out_dir=tmp_path, reach=False)
     report = run_check(make_cache, target_name="examples.adapter_example:make_cache", plan=plan)
     assert report.passed, report.summary()

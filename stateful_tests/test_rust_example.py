@@ -52,7 +52,7 @@ def with_bug(engine: str, bug: str) -> str:
 
 SHORT_EXAMPLES = {"golden trace": 1, "call machine": 2, "engine machine": 2, "extremes": 4}
 """make test's share of the ci profile over the pipe, in Hypothesis's examples (the call machine runs twenty call
-examples for each, ``drive.machines.call_machine_examples``): every stage but scale, which alone is 90,000 round
+examples for each, ``drive.machines.call_machine_examples``): every stage but scale, which alone is 80,000 round
 trips (make deep runs the whole profile, scale included, in the test below)."""
 
 

@@ -7,7 +7,7 @@ through a few recycled block ids: the last calls alone (the cut's first
 candidates) hold too few blocks, so the cut must reach back for the two
 inserts, past evictions whose freed ids the churn reuses (``fresh_blocks``),
 and joins them into one insert of their 64 blocks (``joins.joined``).  r08
-itself, as the scale stage finds it, needs some 70 inserts: joined, a few calls.
+itself, as the scale stage finds it, needs the blocks of many inserts: joined, a few calls (3 at seed 0).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def no_last_pass(items: list[Item], cut: Callable[[list[Item]], list[Item] | Non
 
 
 def test_the_r08_scale_stage_is_cut_to_a_few_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """r08 (the count kept in 12 bits) as the scale stage reports it: 4,096 blocks cached by some 70 of its inserts,
+    """r08 (the count kept in 12 bits) as the scale stage reports it: 4,096 blocks cached by many of its inserts,
     joined into a few, under the report's own budget; the trace fails on r08 and passes on impl.
 
     r08's case of test_hunt's reach test, with more: caught by the scale stage, its report within a minute of

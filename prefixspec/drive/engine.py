@@ -43,6 +43,8 @@ class Workload:
     system_prompts: int = 3
     alphabet: int = 4
     longest_prompt_blocks: int = 24
+    most_pressure: int = 8
+    """The most blocks a step of memory pressure asks ``evict`` to free (each asks 0 to this many, evenly)."""
     namespaces: tuple[Namespace, ...] = (None,)
     """The tenants a request comes from (R12); one, the default, for a cache without namespaces."""
 
@@ -154,7 +156,7 @@ class Engine:
         elif roll < 0.88 and waiting:
             action = self.finish(rng.choice(waiting))  # an aborted request
         elif roll < 0.96:
-            action = self.pressure(rng.randint(0, 8))
+            action = self.pressure(rng.randint(0, self.workload.most_pressure))
         else:
             action = self.observe()
         self.counts.steps += 1
