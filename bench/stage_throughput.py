@@ -5,7 +5,8 @@ stage of the ci profile, as ``prefixspec check --profile ci -j 1`` runs it (the 
 command loads it), once on this tree and once on the commit named, in turn, ``--rounds`` times, each run in a
 process of its own whose Python path starts at its tree.  It prints each run's CPU seconds, engine steps and
 calls, the CPU microseconds per engine step (per call for a stage without engine steps), and the ratio of the
-two trees in each round: a ratio of two runs made one after the other on the same machine, which a load that
+two trees in each round, then for a stage whose engine steps are not all its calls (scale) the least per call
+and the least CPU of the whole stage too: a ratio of two runs made one after the other on the same machine, which a load that
 comes and goes skews far less than it skews either time alone.  The extremes' one long node (2^16+ blocks,
 ``long_node.check_long_node``), which older trees lack, is timed apart: its CPU and its calls are left out of the
 stage's and printed beside them.
@@ -90,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stage {arguments.stage!r} of the ci profile on {arguments.target}, this tree against {arguments.against}, load {os.getloadavg()[0]:.2f}")
         theirs_costs: list[float] = []
         our_costs: list[float] = []
+        theirs_runs: list[dict[str, float]] = []
+        our_runs: list[dict[str, float]] = []
         unit = "step"
         for round_number in range(1, arguments.rounds + 1):
             theirs = run_once(base, arguments.stage, arguments.target)
@@ -98,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             our_cost, _ = per_unit(ours)
             theirs_costs.append(their_cost)
             our_costs.append(our_cost)
+            theirs_runs.append(theirs)
+            our_runs.append(ours)
             for name, result, cost in ((arguments.against, theirs, their_cost), ("this tree", ours, our_cost)):
                 print(
                     f"  round {round_number} {name:>10}: {result['cpu']:7.2f} CPU s, {result['wall']:7.2f} wall s,"
@@ -112,6 +117,13 @@ def main(argv: list[str] | None = None) -> int:
             f"least per {unit}: {arguments.against} {min(theirs_costs):.1f} us, this tree {min(our_costs):.1f} us"
             f" ({1e6 / min(our_costs):,.0f} per CPU s): {min(theirs_costs) / min(our_costs):.2f}x"
         )
+        if unit == "step":  # a stage that makes other calls besides its engine's (the scale stage) is priced per call too
+            their_least, our_least = min(theirs_runs, key=lambda run: run["cpu"]), min(our_runs, key=lambda run: run["cpu"])
+            their_call, our_call = 1e6 * their_least["cpu"] / their_least["calls"], 1e6 * our_least["cpu"] / our_least["calls"]
+            print(
+                f"least per call: {arguments.against} {their_call:.1f} us, this tree {our_call:.1f} us: {their_call / our_call:.2f}x;"
+                f" least CPU of the stage: {their_least['cpu']:.2f} s and {our_least['cpu']:.2f} s: {their_least['cpu'] / our_least['cpu']:.2f}x"
+            )
     finally:
         subprocess.run(["git", "-C", str(HERE), "worktree", "remove", "--force", str(base)], check=False, capture_output=True)
         shutil.rmtree(scratch, ignore_errors=True)
