@@ -6,8 +6,8 @@ command loads it), once on this tree and once on the commit named, in turn, ``--
 process of its own whose Python path starts at its tree.  It prints each run's CPU seconds, engine steps and
 calls, the CPU microseconds per engine step (per call for a stage without engine steps), and the ratio of the
 two trees in each round, then for a stage whose engine steps are not all its calls (scale) the least per call
-and the least CPU of the whole stage too: a ratio of two runs made one after the other on the same machine, which a load that
-comes and goes skews far less than it skews either time alone.  The extremes' one long node (2^16+ blocks,
+and the least CPU of the whole stage too.  Each is a ratio of two runs made one after the other on the same
+machine, which a load that comes and goes skews far less than it skews either time alone.  The extremes' one long node (2^16+ blocks,
 ``long_node.check_long_node``), which older trees lack, is timed apart: its CPU and its calls are left out of the
 stage's and printed beside them.
 
