@@ -43,10 +43,10 @@ class Workload:
     system_prompts: int = 3
     alphabet: int = 4
     longest_prompt_blocks: int = 24
-    most_pressure: int = 8
-    """The most blocks a step of memory pressure asks ``evict`` to free (each asks 0 to this many, evenly)."""
     namespaces: tuple[Namespace, ...] = (None,)
     """The tenants a request comes from (R12); one, the default, for a cache without namespaces."""
+    most_pressure: int = 8
+    """The most blocks a step of memory pressure asks ``evict`` to free (each asks 0 to this many, evenly)."""
 
 
 @dataclass
