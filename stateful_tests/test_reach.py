@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import zlib
 from collections import Counter
 from dataclasses import replace
@@ -23,7 +24,9 @@ from prefixspec.drive.coverage import (
     tree_shape,
 )
 from prefixspec.compare.lockstep import Disagreement, Lockstep
+from prefixspec.drive.engine import Engine, Workload
 from prefixspec.drive.long_node import check_long_node
+from prefixspec.drive.scale import SCALE_WORKLOAD
 from prefixspec.drive.machines import namespace_population, note_passed_back
 from prefixspec.compare.shrink import first_disagreement
 from prefixspec.running.stages import STAGES, RunPlan, require_coverage, run_stage
@@ -60,6 +63,33 @@ def test_the_scale_stage_passes_and_reaches_its_size_and_age() -> None:
     assert stage.passed, stage.failure
     assert stage.calls >= 20_000
     assert stage.events["4096+ blocks cached"] and stage.events["65536+ calls on one cache"]
+
+
+class EvictsAsked(SpecCache):
+    """The spec, noting what each evict asked for."""
+
+    asked: list[int]
+
+    def evict(self, n_blocks: int) -> list[int]:
+        self.asked.append(n_blocks)
+        return super().evict(n_blocks)
+
+
+@pytest.mark.parametrize("most", [SCALE_WORKLOAD.most_pressure, Workload().most_pressure])
+def test_a_step_of_pressure_asks_evict_for_at_most_the_workloads_most(most: int) -> None:
+    """Each engine step of memory pressure makes one evict, of 0 to ``most_pressure`` blocks, each asked for: the scale
+    stage's 3 (its cache fills the pool sooner), the engine's 8 (the negative control: a bound of 3 would not hold)."""
+    cache = EvictsAsked(2)
+    cache.asked = []
+    engine = Engine(cache, Workload(pool_size=64, most_pressure=most), prompt_seed=5)
+    rng = random.Random(5)
+    asked: list[int] = []
+    for _ in range(3000):
+        before = len(cache.asked)
+        if engine.step(rng) == "evict":
+            assert len(cache.asked) == before + 1
+            asked.append(cache.asked[-1])
+    assert set(asked) == set(range(most + 1)), sorted(set(asked))
 
 
 def test_a_run_that_misses_an_event_fails_naming_it() -> None:
