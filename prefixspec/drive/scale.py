@@ -42,9 +42,9 @@ and the lockstep's 3,074 takes of events)."""
 SCALE_WORKLOAD = Workload(
     block_size=4, pool_size=SCALE_POOL, max_running=32, system_prompts=12, alphabet=1000, longest_prompt_blocks=128, most_pressure=3
 )
-"""Memory pressure of at most 3 blocks a step, not the engine's 8: the cache then fills the pool by some 3,700 engine steps
-(seed 0) instead of 19,800, so the stage's first part ends at its 20,000 calls, not after 52,000, its cache as big (the
-stage took 5.5 s of CPU on impl, not 9 to 11)."""
+"""Memory pressure of at most 3 blocks a step, not the engine's 8: the cache then holds 4,096 blocks by some 3,700 engine
+steps (seed 0) instead of 19,800, so the stage's first part ends at its 20,000 calls, not after 52,000, and its cache
+still fills the pool (the stage took 5.5 s of CPU on impl, not 9 to 11)."""
 
 
 @dataclass
