@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import SupportsIndex, cast, overload
+from typing import SupportsIndex, cast
 
 from spec.api import DIGEST_FEATURE, CacheFactory, KVEvent, NodeId, PrefixCache, PrefixCacheError, Snapshot
 from spec.model import SpecCache
 from prefixspec.formats.outcomes import Outcome, same_result
+from prefixspec.formats.repeats import StepsOnDemand
 from prefixspec.formats.trace import PASSED_ON, CallRunner, Step, Trace, outcome_text
 from prefixspec.compare.mirror import Mirror, MirrorError, contents_difference
 from prefixspec.compare.differences import describe_snapshot_difference as describe_snapshot_difference, result_rule
@@ -76,7 +77,7 @@ class Disagreement(AssertionError):
         )
 
 
-class RecordedSteps(Sequence[Step]):
+class RecordedSteps(StepsOnDemand):
     """The lockstep's calls, each with the reference's outcome, made into a trace's steps only when read.
 
     A step's result is text for a counterexample, which a passing run never writes: recording the call and
@@ -97,19 +98,7 @@ class RecordedSteps(Sequence[Step]):
     def __len__(self) -> int:
         return len(self.calls)
 
-    @overload
-    def __getitem__(self, index: int) -> Step: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Step]: ...
-
-    def __getitem__(self, index: int | slice) -> Step | list[Step]:
-        if isinstance(index, slice):
-            return [self[position] for position in range(*index.indices(len(self.calls)))]
-        if index < 0:
-            index += len(self.calls)
-        if not 0 <= index < len(self.calls):
-            raise IndexError(index)
+    def step_at(self, index: int) -> Step:
         return Step(self.calls[index], self._outcomes[index].text, index + 1)
 
 

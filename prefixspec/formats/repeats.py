@@ -80,7 +80,31 @@ class Repeat:
     line: int = 0
 
 
-class Steps(Sequence[Step]):
+class StepsOnDemand(Sequence[Step]):
+    """Steps made as they are asked for, by index (negative too) or slice: a subclass says how many (``__len__``)
+    and makes the one at an index in range (``step_at``)."""
+
+    def step_at(self, index: int) -> Step:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> Step: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Step]: ...
+
+    def __getitem__(self, index: int | slice) -> Step | list[Step]:
+        length = len(self)
+        if isinstance(index, slice):
+            return [self.step_at(position) for position in range(*index.indices(length))]
+        if index < 0:
+            index += length
+        if not 0 <= index < length:
+            raise IndexError(index)
+        return self.step_at(index)
+
+
+class Steps(StepsOnDemand):
     """The steps of a trace with repeat blocks, made as they are asked for (by index, slice or iteration)."""
 
     def __init__(self, pieces: Sequence[Step | Repeat]) -> None:
@@ -95,19 +119,7 @@ class Steps(Sequence[Step]):
     def __len__(self) -> int:
         return self.length
 
-    @overload
-    def __getitem__(self, index: int) -> Step: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Step]: ...
-
-    def __getitem__(self, index: int | slice) -> Step | list[Step]:
-        if isinstance(index, slice):
-            return [self[position] for position in range(*index.indices(self.length))]
-        if index < 0:
-            index += self.length
-        if not 0 <= index < self.length:
-            raise IndexError(index)
+    def step_at(self, index: int) -> Step:
         where = bisect.bisect_right(self.starts, index) - 1
         piece = self.pieces[where]
         if not isinstance(piece, Repeat):
