@@ -32,6 +32,7 @@ from prefixspec.compare.shrink import first_disagreement
 from prefixspec.running.stages import STAGES, RunPlan, require_coverage, run_stage
 from spec.api import BlockRemoved, InvalidArgument, KVEvent, NodeView, PrefixStats, Rules, Snapshot
 from spec.model import SpecCache, as_namespace
+from stateful_tests.stage_runs import SHARED_RUNS, stage_on_impl
 
 
 def test_the_boundary_values_straddle_every_integer_width() -> None:
@@ -44,22 +45,25 @@ def test_every_stage_with_required_events_is_a_stage() -> None:
     assert set(REQUIRED) <= set(STAGES)
 
 
+@SHARED_RUNS
 def test_the_ci_call_machine_reaches_every_event_it_must() -> None:
-    stage = run_stage("call machine", impl.RadixCache, RunPlan.of_profile("ci"))
+    stage = stage_on_impl("call machine", "ci")
     assert stage.passed, stage.failure
     assert stage.missing_events == []
     assert all(stage.events[name] > 0 for name in REQUIRED["call machine"])
 
 
+@SHARED_RUNS
 def test_the_extremes_stage_reaches_deep_wide_and_many_locks() -> None:
-    stage = run_stage("extremes", impl.RadixCache, RunPlan.of_profile("ci"))
+    stage = stage_on_impl("extremes", "ci")
     assert stage.passed, stage.failure
     assert stage.missing_events == []
 
 
+@SHARED_RUNS
 def test_the_scale_stage_passes_and_reaches_its_size_and_age() -> None:
     """No wall-clock promise: on a loaded machine the stage took 111 s where it takes 30 s alone."""
-    stage = run_stage("scale", impl.RadixCache, RunPlan.of_profile("ci"))
+    stage = stage_on_impl("scale", "ci")
     assert stage.passed, stage.failure
     assert stage.calls >= 20_000
     assert stage.events["4096+ blocks cached"] and stage.events["65536+ calls on one cache"]
@@ -239,8 +243,9 @@ def test_the_node_of_2_16_blocks_agrees_on_impl_and_reaches_both_splits_past_2_1
     assert set(reached) == {f"one node of {LONG_NODE}+ blocks", f"split by insert {LONG_NODE}+ blocks into a node", f"split by match {LONG_NODE}+ blocks into a node"}
 
 
+@SHARED_RUNS
 def test_the_extremes_stage_reaches_hundreds_of_live_namespaces() -> None:
-    stage = run_stage("extremes", impl.RadixCache, RunPlan.of_profile("ci"))
+    stage = stage_on_impl("extremes", "ci")
     assert stage.events[MOST_NAMESPACES] >= MANY_TENANTS
 
 
