@@ -15,6 +15,7 @@ from prefixspec.commands.options import (
     add_exec_options,
     add_jobs_option,
     add_rules_option,
+    add_stage_option,
     distinct_outputs,
     engine_steps,
     output_file,
@@ -43,6 +44,7 @@ def add_check_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     check.add_argument("--json", metavar="FILE", default=None, help="also write the report as JSON to FILE")
     check.add_argument("--out", metavar="DIR", default="counterexamples", help="where counterexample traces go (default counterexamples/)")
     check.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_stage_option(check)
     add_jobs_option(check, "the stages")
     add_rules_option(check)
     check.set_defaults(run=command_check, supervised=True)
@@ -70,6 +72,7 @@ def run_and_report(factory: CacheFactory, target_name: str, replay_target: str, 
         rules=arguments.rules,
         announce=announce_stage,
         jobs=arguments.jobs,
+        stages=tuple(arguments.stages),
         call_timeout=arguments.timeout,
         fresh_target=None if arguments.exec is None else lambda: PipeEngine(arguments.exec, arguments.timeout, start_timeout=arguments.start_timeout),
     )

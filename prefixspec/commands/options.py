@@ -236,6 +236,30 @@ def add_rules_option(parser: argparse.ArgumentParser, default: str | None = "str
     )
 
 
+def stage_name(text: str) -> str:
+    """A stage of ``check`` by its name (``call machine``), any case, a hyphen or an underscore for its space."""
+    from prefixspec.running.stages import STAGES  # the machines load with it: only a command that runs them asks
+
+    name = " ".join(text.replace("-", " ").replace("_", " ").lower().split())
+    if name not in STAGES:
+        raise argparse.ArgumentTypeError(f"no stage is called {text!r}: the stages are {', '.join(STAGES)} (call-machine for call machine)")
+    return name
+
+
+def add_stage_option(parser: argparse.ArgumentParser) -> None:
+    """``--stage NAME``, again for more: run only those stages, in their usual order."""
+    parser.add_argument(
+        "--stage",
+        metavar="NAME",
+        dest="stages",
+        type=stage_name,
+        action="append",
+        default=[],
+        help="run only this stage (golden-trace, call-machine, engine-machine, extremes, scale); again for more; they run in"
+        " that order, extremes and scale only once the others chosen passed (default: every stage)",
+    )
+
+
 def add_jobs_option(parser: argparse.ArgumentParser, what: str) -> None:
     """``-j N`` / ``--jobs N``: how many worker processes run ``what`` at once (default: the cores this process may use)."""
     from prefixspec.running.parallel import available_cores

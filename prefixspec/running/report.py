@@ -132,6 +132,9 @@ class CheckReport:
     rules: Rules = Rules()
     wall_seconds: float | None = None
     """From the run's start to its end; None for a report assembled elsewhere (the stages' sum stands in)."""
+    chosen: tuple[str, ...] = ()
+    """The stages the run was asked for (``check --stage``), in the order they run; empty: every one.  The header
+    names them, so that a report of some stages is never read as a whole check."""
 
     @property
     def passed(self) -> bool:
@@ -145,7 +148,8 @@ class CheckReport:
     def summary(self) -> str:
         lines = [
             f"prefixspec check {self.target} (profile {self.profile}{'' if self.seed is None else f', seed {self.seed}'}, "
-            f"rules {self.rules.name}: {self.rules.text.replace(',', ', ')})"
+            f"rules {self.rules.name}: {self.rules.text.replace(',', ', ')}"
+            f"{'' if not self.chosen else ', only the stages ' + ', '.join(self.chosen)})"
         ]
         for stage in self.stages:
             detail = f"{stage.examples} examples, {stage.calls:,} calls ({stage.rate(stage.calls, 'calls')})"
@@ -179,6 +183,7 @@ class CheckReport:
             "target": self.target,
             "profile": self.profile,
             "seed": self.seed,
+            "stages_chosen": list(self.chosen) or None,
             "rules": {"name": self.rules.name, **{field.key: self.rules.variant(field.key) for field in RULE_FIELDS}, "slru_threshold": self.rules.slru_threshold},
             "result": "passed" if self.passed else "failed",
             "seconds": round(self.seconds, 3),

@@ -50,6 +50,8 @@ class RunPlan:
     """Seconds from a stage's start by which delta debugging stops improving its counterexample."""
     reach: bool = True
     """Run the reach stages (``REACH_STAGES``) after the others passed."""
+    stages: tuple[str, ...] = ()
+    """The stages to run (``check --stage``), in the order of ``stages.STAGES`` whatever the order here; empty: every one."""
     require_coverage: bool = False
     """Fail a stage that never reached an event of ``coverage.REQUIRED`` (the named profiles do; a caller's few examples need not)."""
     scale_budget: float = SCALE_BUDGET

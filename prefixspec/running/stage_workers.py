@@ -29,7 +29,7 @@ from spec.api import CacheFactory, TargetFailure
 from prefixspec.exit_status import ExitStatus
 from prefixspec.running.parallel import run_pool
 from prefixspec.running.report import CheckReport, StageResult
-from prefixspec.running.stages import REACH_STAGES, STAGES, RunPlan, aborted_stage, run_check, run_stage
+from prefixspec.running.stages import REACH_STAGES, STAGES, RunPlan, aborted_stage, asked_stages, chosen_stages, run_check, run_stage
 from prefixspec.targets.beacon import mark_stage
 from prefixspec.targets.supervised import Ended, send
 
@@ -71,7 +71,7 @@ def kept_stages(results: dict[str, StageResult], plan: RunPlan) -> tuple[list[St
     """The stages a run in one process reports, in its order, from ``results`` so far; and whether that list is complete
     (False while a stage it needs has no result yet)."""
     kept: list[StageResult] = []
-    for name in STAGES:
+    for name in chosen_stages(plan):
         if name in REACH_STAGES and not (plan.reach and all(stage.passed for stage in kept)):
             continue
         if name not in results:
@@ -88,7 +88,7 @@ def run_check_in_workers(target: CacheFactory, *, target_name: str, plan: RunPla
     if plan.jobs <= 1:
         return run_check(target, target_name=target_name, plan=plan)
     started = time.perf_counter()
-    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules)
+    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules, chosen=asked_stages(plan))
     results: dict[str, StageResult] = {}
     announced: list[str] = []
 
@@ -103,12 +103,12 @@ def run_check_in_workers(target: CacheFactory, *, target_name: str, plan: RunPla
                     announced.append(done.name)
                     plan.announce(done.name, None)
                     plan.announce(done.name, done)
-        order = list(STAGES)
+        order = chosen_stages(plan)
         if stage.aborted:
             return order[order.index(name) + 1 :]
         return list(REACH_STAGES) if not stage.passed else []
 
-    names = [name for name in START_ORDER if plan.reach or name not in REACH_STAGES]
+    names = [name for name in START_ORDER if name in chosen_stages(plan) and (plan.reach or name not in REACH_STAGES)]
     run_pool({name: stage_work(name, target, plan) for name in names}, plan.jobs, plan.call_timeout, ended)
     report.stages = kept_stages(results, plan)[0]
     for stage in results.values():  # a stage that ran but that one process would not have run leaves no file behind

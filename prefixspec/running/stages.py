@@ -203,6 +203,17 @@ most (seconds of each check)."""
 EXTREME_STEPS = 10
 
 
+def chosen_stages(plan: RunPlan) -> list[str]:
+    """The stages ``plan`` runs, in the order of ``STAGES``: those ``plan.stages`` names, or every one.  The reach
+    stages among them still wait for the chosen stages before them to pass."""
+    return [name for name in STAGES if not plan.stages or name in plan.stages]
+
+
+def asked_stages(plan: RunPlan) -> tuple[str, ...]:
+    """The stages ``plan`` was asked to run, in the order of ``STAGES`` (a report's header); empty: every one."""
+    return tuple(chosen_stages(plan)) if plan.stages else ()
+
+
 def run_stage(name: str, target: CacheFactory, plan: RunPlan) -> StageResult:
     """One stage of a check, by name.
 
@@ -226,12 +237,13 @@ def clear_counterexamples(folder: Path) -> None:
 
 
 def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> CheckReport:
-    """Every stage in order in this process, each to its first failure; a target that fails as a program stops the run.
+    """Every stage (``chosen_stages``) in order in this process, each to its first failure; a target that fails as a
+    program stops the run.
 
     ``stage_workers.run_check_in_workers`` runs them side by side in worker processes, to the same report."""
     started = time.perf_counter()
-    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules)
-    for name in STAGES:
+    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules, chosen=asked_stages(plan))
+    for name in chosen_stages(plan):
         if name in REACH_STAGES and not (plan.reach and report.passed):
             continue
         if plan.announce is not None:
