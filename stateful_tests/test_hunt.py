@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from prefixspec.commands.main import main
 from prefixspec.exit_status import ExitStatus
-from prefixspec.running.stages import RunPlan, run_stage
+from prefixspec.running.stages import STAGES, RunPlan, chosen_stages, run_stage
 from prefixspec.running.hunt import hunt, table
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, CatalogueError, Catalogue, Mutant, load_mutant, read_catalogue
 from prefixspec.drive.seed_tests import SEED_TESTS
@@ -117,42 +117,45 @@ def test_each_bug_at_the_extremes_is_caught_by_its_stage_with_a_report_within_a_
 
 
 def test_hunt_command_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A survivor of every stage is SURVIVED, exit 1.  ``--steps 300`` shortens its engine examples alone: every stage
-    still runs on it (the engine machine took half of this test at 3,000 steps)."""
+    """A survivor is SURVIVED, exit 1, and the output says which stages it survived when not every one ran.  The
+    survivor's hunt runs the golden trace alone (``--stage``: every stage took 13 of this test's 15 s of CPU);
+    that a hunt runs every stage unless told is test_hunt_plans_each_mutants_check's."""
     assert main(["hunt", "--mutant", "s03", "--quiet", "--out", str(tmp_path)]) == 0
     output = capsys.readouterr().out
-    assert "| s03 |" in output and "killed" in output and "1 of 1 mutants killed" in output
+    assert "| s03 |" in output and "killed" in output and "1 of 1 mutants killed" in output and "only the stages" not in output
     survivor = tmp_path / "survivor.toml"
     survivor.write_text(
         'package = "impl"\nfactory = "RadixCache"\n[[mutant]]\nid = "e01"\nbug = "an equivalent edit"\n'
         'file = "blocks.py"\nfind = "    return cached_blocks * block_size"\nreplace = "    return block_size * cached_blocks"\n'
     )
-    assert main(["hunt", str(survivor), "--profile", "dev", "--steps", "300", "--quiet", "--out", str(tmp_path)]) == 1
-    assert "SURVIVED" in capsys.readouterr().out
+    assert main(["hunt", str(survivor), "--stage", "golden-trace", "--quiet", "--out", str(tmp_path)]) == 1
+    output = capsys.readouterr().out
+    assert "SURVIVED" in output and "only the stages golden trace ran on each mutant" in output
     assert main(["hunt", "--mutant", "zz9", "--quiet"]) == 2
 
 
-def test_hunt_steps_reach_every_mutants_engine_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """``hunt --steps N`` is the plan of each mutant's check, as ``check --steps N`` (the negative control: the default)."""
+def test_hunt_plans_each_mutants_check(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``hunt --steps N`` and ``--stage NAME`` are the plan of each mutant's check, as ``check``'s; without them every
+    stage runs, at 3,000 steps (the negative control of each)."""
     import prefixspec.commands.hunt as command
     import prefixspec.running.hunt as hunting
 
-    asked: list[int] = []
+    asked: list[tuple[int, tuple[str, ...]]] = []
 
-    def hunted(catalogue: Catalogue, *, steps: int, **_: object) -> list[object]:
-        asked.append(steps)
+    def hunted(catalogue: Catalogue, *, steps: int, stages: tuple[str, ...], **_: object) -> list[object]:
+        asked.append((steps, stages))
         return []
 
     with monkeypatch.context() as patched:
         patched.setattr(command, "hunt", hunted)
         assert main(["hunt", "--quiet", "--out", str(tmp_path)]) == 0
-        assert main(["hunt", "--steps", "300", "--quiet", "--out", str(tmp_path)]) == 0
-    assert asked == [3000, 300]
+        assert main(["hunt", "--steps", "300", "--stage", "scale", "--stage", "call-machine", "--quiet", "--out", str(tmp_path)]) == 0
+    assert asked == [(3000, ()), (300, ("scale", "call machine"))]
 
-    planned: list[int] = []
+    planned: list[tuple[int, list[str]]] = []
 
     def run_check(factory: object, *, target_name: str, plan: RunPlan) -> object:
-        planned.append(plan.min_engine_steps)
+        planned.append((plan.min_engine_steps, chosen_stages(plan)))
         raise KeyboardInterrupt  # the plan is all this test wants: the hunt stops there, as at a Ctrl-C
 
     monkeypatch.setattr(hunting, "run_check", run_check)
@@ -160,8 +163,8 @@ def test_hunt_steps_reach_every_mutants_engine_machine(monkeypatch: pytest.Monke
     with pytest.raises(KeyboardInterrupt):
         hunting.hunt(catalogue, only="s03", supervised=False)
     with pytest.raises(KeyboardInterrupt):
-        hunting.hunt(catalogue, only="s03", supervised=False, steps=300)
-    assert planned == [3000, 300]
+        hunting.hunt(catalogue, only="s03", supervised=False, steps=300, stages=("scale", "call machine"))
+    assert planned == [(3000, list(STAGES)), (300, ["call machine", "scale"])]
 
 
 @pytest.mark.parametrize("steps", ["0", "-5", "x", "1000001"])

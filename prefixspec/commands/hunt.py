@@ -8,13 +8,14 @@ import sys
 import time
 from pathlib import Path
 
-from prefixspec.commands.options import MOST_ENGINE_STEPS, add_jobs_option, add_rules_option, engine_steps, output_folder, positive_seconds
+from prefixspec.commands.options import MOST_ENGINE_STEPS, add_jobs_option, add_rules_option, add_stage_option, engine_steps, output_folder, positive_seconds
 from prefixspec.drive.tallies import ENGINE_STEPS_PER_EXAMPLE
 from prefixspec.targets.pipe import DEFAULT_TIMEOUT
 from prefixspec.exit_status import ExitStatus, stop_words, stopped_by
 from prefixspec.targets.interrupts import stop_signal
 from prefixspec.running.hunt import hunt, table
 from prefixspec.running.profiles import PROFILE_HELP, PROFILES, load_profile
+from prefixspec.running.stages import in_stage_order
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, read_catalogue
 
 
@@ -33,6 +34,7 @@ def command_hunt(arguments: argparse.Namespace) -> int:
             timeout=arguments.timeout,
             jobs=arguments.jobs,
             steps=arguments.steps,
+            stages=tuple(arguments.stages),
         )
     except KeyboardInterrupt as stop:  # the user's Ctrl-C or SIGTERM: the mutants that finished, then the stop
         signum = stop_signal() or signal.SIGINT
@@ -43,6 +45,8 @@ def command_hunt(arguments: argparse.Namespace) -> int:
         print(f"result: STOPPED, {how}, after {len(finished)} finished mutant(s)")
         return stopped_by(signum)
     print(table(results))
+    if arguments.stages:  # a survivor of some stages has not survived a whole check
+        print(f"only the stages {', '.join(in_stage_order(arguments.stages))} ran on each mutant")
     print(f"counterexamples in {arguments.out}/ (prefixspec replay {arguments.out}/ID.trace --target {catalogue.path}#ID); {time.perf_counter() - started:.1f} s")
     return ExitStatus.PASSED if all(result.killed for result in results) else ExitStatus.FAILED
 
@@ -63,6 +67,7 @@ def add_hunt_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     parser.add_argument(
         "--timeout", metavar="SECONDS", type=positive_seconds, default=DEFAULT_TIMEOUT, help=f"seconds a mutant may take to answer one call (default {DEFAULT_TIMEOUT:g})"
     )
+    add_stage_option(parser)
     add_jobs_option(parser, "the mutants")
     add_rules_option(parser)
     parser.set_defaults(run=command_hunt)

@@ -1,8 +1,8 @@
 """``prefixspec hunt``: plant each catalogued bug, and show what catches it and how briefly.
 
 For every mutant of a catalogue (``prefixspec/targets/mutants.py``) the hunt runs the seed's
-eight tests and ``prefixspec check``'s stages (golden trace, call machine,
-engine machine) against a fresh copy of the package with the bug planted.  A
+eight tests and ``prefixspec check``'s stages (every one, or those ``HuntPlan.stages`` names)
+against a fresh copy of the package with the bug planted.  A
 mutant is killed when anything fails.  The shortest minimised counterexample
 is kept as ``DIR/ID.trace``, which ``prefixspec replay DIR/ID.trace --target
 CATALOGUE#ID`` reproduces.
@@ -34,6 +34,22 @@ from prefixspec.targets.pipe import DEFAULT_TIMEOUT
 from prefixspec.targets.supervised import Ended, announce_stage, send
 
 
+@dataclass(frozen=True)
+class HuntPlan:
+    """How each mutant of a hunt is checked: the same for every mutant, so said once."""
+
+    profile: str = "ci"
+    out_dir: Path = Path("hunt")
+    """Where each mutant's shortest counterexample is kept, as ``ID.trace``."""
+    rules: Rules = Rules()
+    timeout: float | None = DEFAULT_TIMEOUT
+    """Seconds a mutant may take to answer one call."""
+    steps: int = ENGINE_STEPS_PER_EXAMPLE
+    """The engine steps each engine example must reach, as ``check --steps``."""
+    stages: tuple[str, ...] = ()
+    """The stages of ``check`` to run on each mutant (``hunt --stage``); empty: every one."""
+
+
 @dataclass
 class HuntResult:
     """What happened to one mutant."""
@@ -60,31 +76,21 @@ class HuntResult:
         return [name for name in self.mutant.killed_by if name not in self.seed_killers]
 
 
-def hunt_mutant(
-    catalogue: Catalogue,
-    mutant: Mutant,
-    profile: str,
-    out_dir: Path,
-    rules: Rules = Rules(),
-    timeout: float | None = DEFAULT_TIMEOUT,
-    steps: int = ENGINE_STEPS_PER_EXAMPLE,
-) -> HuntResult:
-    """Plant ``mutant`` and run the seed tests, then every stage of ``check`` under ``rules``, against it.
-
-    ``steps`` is the engine steps each engine example must reach, as ``check --steps``.
+def hunt_mutant(catalogue: Catalogue, mutant: Mutant, plan: HuntPlan) -> HuntResult:
+    """Plant ``mutant`` and run the seed tests, then the stages of ``check`` under ``plan.rules``, against it.
 
     The mutant is a target like any other: its import, its factory and every
-    call under a ``Guard`` (``timeout`` seconds a call), so an exit, its own
+    call under a ``Guard`` (``plan.timeout`` seconds a call), so an exit, its own
     KeyboardInterrupt or a hang is a report that kills it (``TargetFailure``),
     and one at import is a ``TargetError``.  The seed tests state the strict
     rules, so they run only under ``strict``.
     """
     result = HuntResult(mutant)
     started = time.perf_counter()
-    strict = rules == Rules()
+    strict = plan.rules == Rules()
     name = f"{catalogue.path}#{mutant.id}"
-    guard = Guard(name, timeout)
-    planted = loading(guard, f"cannot load {name!r}: it", load_mutant, catalogue, mutant, None if strict else rules, limit=False, doing=f"the import of {name!r}")
+    guard = Guard(name, plan.timeout)
+    planted = loading(guard, f"cannot load {name!r}: it", load_mutant, catalogue, mutant, None if strict else plan.rules, limit=False, doing=f"the import of {name!r}")
     factory = check_factory(name, planted, guard)
     mark_stage("the seed tests")
 
@@ -99,8 +105,16 @@ def hunt_mutant(
     with tempfile.TemporaryDirectory(prefix=f"hunt-{mutant.id}-") as scratch:
         stages_start = time.perf_counter() - started
         target = f"{catalogue.path}#{mutant.id}"
-        plan = replace(RunPlan.of_profile(profile), min_engine_steps=steps, out_dir=Path(scratch), replay_target=f"--target {target}", rules=rules, announce=announce_stage)
-        report = run_check(factory, target_name=target, plan=plan)
+        check = replace(
+            RunPlan.of_profile(plan.profile),
+            min_engine_steps=plan.steps,
+            out_dir=Path(scratch),
+            replay_target=f"--target {target}",
+            rules=plan.rules,
+            announce=announce_stage,
+            stages=plan.stages,
+        )
+        report = run_check(factory, target_name=target, plan=check)
         shortest = None
         for index, stage in enumerate(report.stages):
             if stage.passed:
@@ -114,8 +128,8 @@ def hunt_mutant(
             if stage.counterexample and (shortest is None or stage.counterexample_calls < shortest.counterexample_calls):
                 shortest = stage
         if shortest is not None:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            kept = out_dir / f"{mutant.id}.trace"
+            plan.out_dir.mkdir(parents=True, exist_ok=True)
+            kept = plan.out_dir / f"{mutant.id}.trace"
             # Its own lines name where it was written, a scratch folder gone with the hunt: they name its copy instead.
             text = Path(shortest.counterexample).read_text(encoding="utf-8")
             try:
@@ -141,6 +155,7 @@ def hunt(
     supervised: bool = True,
     jobs: int = 1,
     steps: int = ENGINE_STEPS_PER_EXAMPLE,
+    stages: tuple[str, ...] = (),
 ) -> list[HuntResult]:
     """Every mutant of ``catalogue`` (or the one named ``only``), in catalogue order, each in a supervised child.
 
@@ -153,11 +168,12 @@ def hunt(
     On a KeyboardInterrupt (Ctrl-C, SIGTERM) every child is stopped and the
     exception goes on with the mutants that finished, in order, as its ``prefixspec_hunted``.
     """
+    plan = HuntPlan(profile, out_dir, rules, timeout, steps, stages)
     chosen = [catalogue.mutant(only)] if only is not None else list(catalogue.mutants)
     for mutant in chosen:
         mutated_sources(catalogue, mutant, "_prefixspec_check")  # every edit checked before any mutant runs
     if not supervised:
-        return [_hunt_one(catalogue, mutant, profile, out_dir, rules, timeout, steps, progress) for mutant in chosen]
+        return [_hunt_one(catalogue, mutant, plan, progress) for mutant in chosen]
     results: dict[int, HuntResult] = {}
     errors: dict[int, CatalogueError] = {}
 
@@ -173,7 +189,7 @@ def hunt(
         say(progress, f"  {result.mutant.id}: {verdict(result)} in {result.seconds:.1f} s")
         return []
 
-    works = {index: _hunt_work(catalogue, mutant, profile, out_dir, rules, timeout, steps) for index, mutant in enumerate(chosen)}
+    works = {index: _hunt_work(catalogue, mutant, plan) for index, mutant in enumerate(chosen)}
     try:
         run_pool(works, jobs, timeout, ended, starting)
     except KeyboardInterrupt as stop:
@@ -198,21 +214,17 @@ def verdict(result: HuntResult) -> str:
     return "killed by " + ", ".join([*(["the seed tests"] if result.seed_killers else []), *result.machine_killers])
 
 
-def _hunt_one(
-    catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path, rules: Rules, timeout: float | None, steps: int, progress: TextIO | None
-) -> HuntResult:
+def _hunt_one(catalogue: Catalogue, mutant: Mutant, plan: HuntPlan, progress: TextIO | None) -> HuntResult:
     say(progress, f"  hunting {mutant.id}: {mutant.bug} ...")
-    return hunt_mutant(catalogue, mutant, profile, out_dir, rules, timeout, steps)
+    return hunt_mutant(catalogue, mutant, plan)
 
 
-def _hunt_work(
-    catalogue: Catalogue, mutant: Mutant, profile: str, out_dir: Path, rules: Rules, timeout: float | None, steps: int
-) -> Callable[[], int]:
+def _hunt_work(catalogue: Catalogue, mutant: Mutant, plan: HuntPlan) -> Callable[[], int]:
     """What a supervised child runs for ``mutant``: its hunt, the result sent to the parent."""
 
     def work() -> int:
         try:
-            send("hunted", hunt_mutant(catalogue, mutant, profile, out_dir, rules, timeout, steps))
+            send("hunted", hunt_mutant(catalogue, mutant, plan))
         except TargetError as error:
             send("usage", str(error))
             return ExitStatus.USAGE

@@ -29,7 +29,7 @@ from spec.api import CacheFactory, TargetFailure
 from prefixspec.exit_status import ExitStatus
 from prefixspec.running.parallel import run_pool
 from prefixspec.running.report import CheckReport, StageResult
-from prefixspec.running.stages import REACH_STAGES, STAGES, RunPlan, aborted_stage, asked_stages, chosen_stages, run_check, run_stage
+from prefixspec.running.stages import REACH_STAGES, STAGES, RunPlan, aborted_stage, chosen_stages, in_stage_order, run_check, run_stage
 from prefixspec.targets.beacon import mark_stage
 from prefixspec.targets.supervised import Ended, send
 
@@ -88,7 +88,7 @@ def run_check_in_workers(target: CacheFactory, *, target_name: str, plan: RunPla
     if plan.jobs <= 1:
         return run_check(target, target_name=target_name, plan=plan)
     started = time.perf_counter()
-    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules, chosen=asked_stages(plan))
+    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules, chosen=in_stage_order(plan.stages))
     results: dict[str, StageResult] = {}
     announced: list[str] = []
 

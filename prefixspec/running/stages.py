@@ -18,7 +18,7 @@ How a run goes, whatever its stages, is its ``RunPlan`` (``run_plan``, re-export
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import cast
 
@@ -206,12 +206,12 @@ EXTREME_STEPS = 10
 def chosen_stages(plan: RunPlan) -> list[str]:
     """The stages ``plan`` runs, in the order of ``STAGES``: those ``plan.stages`` names, or every one.  The reach
     stages among them still wait for the chosen stages before them to pass."""
-    return [name for name in STAGES if not plan.stages or name in plan.stages]
+    return list(in_stage_order(plan.stages)) if plan.stages else list(STAGES)
 
 
-def asked_stages(plan: RunPlan) -> tuple[str, ...]:
-    """The stages ``plan`` was asked to run, in the order of ``STAGES`` (a report's header); empty: every one."""
-    return tuple(chosen_stages(plan)) if plan.stages else ()
+def in_stage_order(names: Collection[str]) -> tuple[str, ...]:
+    """The stages ``names`` names, each once, in the order of ``STAGES`` (a report's header says them so)."""
+    return tuple(name for name in STAGES if name in names)
 
 
 def run_stage(name: str, target: CacheFactory, plan: RunPlan) -> StageResult:
@@ -242,7 +242,7 @@ def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> Check
 
     ``stage_workers.run_check_in_workers`` runs them side by side in worker processes, to the same report."""
     started = time.perf_counter()
-    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules, chosen=asked_stages(plan))
+    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules, chosen=in_stage_order(plan.stages))
     for name in chosen_stages(plan):
         if name in REACH_STAGES and not (plan.reach and report.passed):
             continue
