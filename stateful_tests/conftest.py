@@ -46,7 +46,6 @@ def no_counterexample_left_in_the_checkout() -> Iterator[None]:
     assert not left, f"{', '.join(left)} appeared in {CHECKOUT_COUNTEREXAMPLES} as this test ran (it, or one beside it under -n, wrote there): give its plan an out_dir under tmp_path"
 
 
-
 @pytest.fixture(autouse=True)
 def in_its_group(request: pytest.FixtureRequest) -> None:
     """Under ``--dist loadgroup`` a test marked ``xdist_group`` must be in its group, or it fails saying so.
