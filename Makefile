@@ -9,7 +9,7 @@ export HYPOTHESIS_PROFILE ?= ci
 
 help:
 	@echo "make check     - the main job: check impl.RadixCache against the spec (ci profile)"
-	@echo "make test      - mypy --strict, then the whole test suite (ci profile)"
+	@echo "make test      - mypy --strict and the CrossHair gate side by side, then the whole test suite (ci profile)"
 	@echo "make deep      - long exploration: prefixspec check --profile deep (example database in .hypothesis/), then every test marked deep (make test runs their short forms; make installed among them)"
 	@echo "make installed - the wheel in a fresh venv, README's pytest file in a scratch project on a correct and a broken cache (minutes)"
 	@echo "make hunt      - plant the seed's twelve bugs in impl/ and show what catches each"
