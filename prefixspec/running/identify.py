@@ -28,7 +28,7 @@ from hypothesis import settings
 
 from spec.api import RULE_FIELDS, RULE_PRESETS, CacheFactory, RuleField, Rules, rules_problem
 from prefixspec.running.report import CheckReport, StageResult
-from prefixspec.running.stages import RunPlan, clear_counterexamples, run_check, run_stage
+from prefixspec.running.stages import RunPlan, clear_counterexamples, opened_report, run_check, run_stage
 
 PROBE_STAGES = ("golden trace", "call machine")
 """The stages that probe a rule set while searching: a wrong rule set fails them in a few calls."""
@@ -181,7 +181,7 @@ def explain(
             progress.write(f"  probing {rules.text} ...\n")
             progress.flush()
         plan = short_plan(base, rules, "probe")
-        probe = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=rules)
+        probe = opened_report(target_name, plan)
         for stage in PROBE_STAGES:
             probe.stages.append(run_stage(stage, target, plan))
             if not probe.stages[-1].passed:

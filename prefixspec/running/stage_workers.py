@@ -29,7 +29,7 @@ from spec.api import CacheFactory, TargetFailure
 from prefixspec.exit_status import ExitStatus
 from prefixspec.running.parallel import run_pool
 from prefixspec.running.report import CheckReport, StageResult
-from prefixspec.running.stages import REACH_STAGES, STAGES, RunPlan, aborted_stage, chosen_stages, in_stage_order, run_check, run_stage
+from prefixspec.running.stages import REACH_STAGES, RunPlan, aborted_stage, chosen_stages, opened_report, run_check, run_stage
 from prefixspec.targets.beacon import mark_stage
 from prefixspec.targets.supervised import Ended, send
 
@@ -88,7 +88,8 @@ def run_check_in_workers(target: CacheFactory, *, target_name: str, plan: RunPla
     if plan.jobs <= 1:
         return run_check(target, target_name=target_name, plan=plan)
     started = time.perf_counter()
-    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules, chosen=in_stage_order(plan.stages))
+    report = opened_report(target_name, plan)
+    chosen = chosen_stages(plan)
     results: dict[str, StageResult] = {}
     announced: list[str] = []
 
@@ -103,12 +104,11 @@ def run_check_in_workers(target: CacheFactory, *, target_name: str, plan: RunPla
                     announced.append(done.name)
                     plan.announce(done.name, None)
                     plan.announce(done.name, done)
-        order = chosen_stages(plan)
         if stage.aborted:
-            return order[order.index(name) + 1 :]
+            return chosen[chosen.index(name) + 1 :]
         return list(REACH_STAGES) if not stage.passed else []
 
-    names = [name for name in START_ORDER if name in chosen_stages(plan) and (plan.reach or name not in REACH_STAGES)]
+    names = [name for name in START_ORDER if name in chosen and (plan.reach or name not in REACH_STAGES)]
     run_pool({name: stage_work(name, target, plan) for name in names}, plan.jobs, plan.call_timeout, ended)
     report.stages = kept_stages(results, plan)[0]
     for stage in results.values():  # a stage that ran but that one process would not have run leaves no file behind

@@ -214,6 +214,11 @@ def in_stage_order(names: Collection[str]) -> tuple[str, ...]:
     return tuple(name for name in STAGES if name in names)
 
 
+def opened_report(target_name: str, plan: RunPlan) -> CheckReport:
+    """The report of a run of ``plan`` on ``target_name`` before any stage: what its header says of the run."""
+    return CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules, chosen=in_stage_order(plan.stages))
+
+
 def run_stage(name: str, target: CacheFactory, plan: RunPlan) -> StageResult:
     """One stage of a check, by name.
 
@@ -242,7 +247,7 @@ def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> Check
 
     ``stage_workers.run_check_in_workers`` runs them side by side in worker processes, to the same report."""
     started = time.perf_counter()
-    report = CheckReport(target_name, plan.profile, plan.seed, replay_target=plan.replay_arguments, rules=plan.rules, chosen=in_stage_order(plan.stages))
+    report = opened_report(target_name, plan)
     for name in chosen_stages(plan):
         if name in REACH_STAGES and not (plan.reach and report.passed):
             continue
