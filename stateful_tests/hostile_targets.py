@@ -337,7 +337,8 @@ def _end_process(how: str) -> None:
     if how == "chdir":
         os.chdir("/")
     if how == "wait":
-        written = os.environ["HOSTILE_MARK"] + ".part"
+        # a part of its own: under -j two workers may reach their wait at once, and a shared part would be renamed away
+        written = f"{os.environ['HOSTILE_MARK']}.{os.getpid()}.part"
         with open(written, "w", encoding="utf-8") as mark:
             mark.write(str(os.getpid()))
         os.replace(written, os.environ["HOSTILE_MARK"])  # whole or not there: a test that sees it reads the pid
