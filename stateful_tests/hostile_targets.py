@@ -337,8 +337,7 @@ def _end_process(how: str) -> None:
     if how == "chdir":
         os.chdir("/")
     if how == "wait":
-        # a part of its own: under -j two workers may reach their wait at once, and a shared part would be renamed away
-        written = f"{os.environ['HOSTILE_MARK']}.{os.getpid()}.part"
+        written = f"{os.environ['HOSTILE_MARK']}.{os.getpid()}.part"  # its own: under -j two workers may wait at once
         with open(written, "w", encoding="utf-8") as mark:
             mark.write(str(os.getpid()))
         os.replace(written, os.environ["HOSTILE_MARK"])  # whole or not there: a test that sees it reads the pid

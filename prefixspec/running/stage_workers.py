@@ -29,7 +29,7 @@ from spec.api import CacheFactory, TargetFailure
 from prefixspec.exit_status import ExitStatus
 from prefixspec.running.parallel import run_pool
 from prefixspec.running.report import CheckReport, StageResult
-from prefixspec.running.stages import REACH_STAGES, RunPlan, aborted_stage, chosen_stages, opened_report, run_check, run_stage
+from prefixspec.running.stages import REACH_STAGES, RunPlan, aborted_stage, chosen_stages, opened_report, run_check, run_stage, runs_after
 from prefixspec.targets.beacon import mark_stage
 from prefixspec.targets.supervised import Ended, send
 
@@ -72,7 +72,7 @@ def kept_stages(results: dict[str, StageResult], plan: RunPlan) -> tuple[list[St
     (False while a stage it needs has no result yet)."""
     kept: list[StageResult] = []
     for name in chosen_stages(plan):
-        if name in REACH_STAGES and not (plan.reach and all(stage.passed for stage in kept)):
+        if not runs_after(name, plan, kept):
             continue
         if name not in results:
             return kept, False

@@ -200,6 +200,12 @@ REACH_STAGES = ("extremes", "scale")
 stages before them passed: a cache that disagrees already has its counterexample, and these cost the
 most (seconds of each check)."""
 
+
+def runs_after(name: str, plan: RunPlan, earlier: list[StageResult]) -> bool:
+    """Whether the stage ``name`` runs after the stages ``earlier`` of the same run: a reach stage only in a plan that
+    reaches and only when every stage before it passed (``REACH_STAGES``), any other stage always."""
+    return name not in REACH_STAGES or (plan.reach and all(stage.passed for stage in earlier))
+
 EXTREME_STEPS = 10
 
 
@@ -249,7 +255,7 @@ def run_check(target: CacheFactory, *, target_name: str, plan: RunPlan) -> Check
     started = time.perf_counter()
     report = opened_report(target_name, plan)
     for name in chosen_stages(plan):
-        if name in REACH_STAGES and not (plan.reach and report.passed):
+        if not runs_after(name, plan, report.stages):
             continue
         if plan.announce is not None:
             plan.announce(name, None)
