@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from hypothesis import event as hypothesis_event
 
 from spec.api import ID_LIMIT, Inserted, PrefixCacheError, Rules, Snapshot
-from prefixspec.vocabulary import TAKE_EVENTS, Call
+from prefixspec.vocabulary import CALLS, TAKE_EVENTS, Call
 
 BOUNDARIES = (2**7, 2**8, 2**15, 2**16, 2**31, ID_LIMIT - 1)
 """Where an engine written in C, C++, Rust or Go changes integer type."""
@@ -112,6 +113,13 @@ NEEDS_FEATURE: dict[str, str] = {
 """Required events that only a cache offering the optional feature (R12 namespaces, R13 events) can reach."""
 
 
+_SEQUENCES_OF: dict[str, tuple[tuple[int, str], ...]] = {
+    kind.op: tuple((index, "token" if param.kind == "tokens" else "block id") for index, param in enumerate(kind.params) if param.kind in ("tokens", "blocks"))
+    for kind in CALLS
+}
+"""Of each call, the places of its arguments of tokens or block ids, and what their values are (``note_values``)."""
+
+
 class Coverage:
     """Counts of the events one stage reached."""
 
@@ -157,11 +165,13 @@ class Coverage:
     # Values --------------------------------------------------------------------------------
 
     def note_values(self, call: Call) -> None:
-        for param, value in zip(call.kind.params, call.args):
-            if param.kind in ("tokens", "blocks") and isinstance(value, tuple) and value:
+        args = call.args
+        for index, what in _SEQUENCES_OF[call.op]:  # read off the table once: most calls take none (a lock, a count)
+            value = args[index] if index < len(args) else None
+            if isinstance(value, tuple) and value:
                 largest = max(value)
                 if largest >= 2**16:  # below it no extreme is reached (the least is 2^16): nearly every call, at once
-                    self.note_extremes("token" if param.kind == "tokens" else "block id", largest)
+                    self.note_extremes(what, largest)
 
     def note_extremes(self, what: str, largest: int) -> None:
         if largest >= 2**16:
@@ -234,7 +244,7 @@ class Coverage:
         elif call.op == "evict":
             self.observe_evict(call, before, after)
         elif call.op == "lock":
-            most = max((view.locks for view in after.nodes), default=0)
+            most = max(map(attrgetter("locks"), after.nodes), default=0)
             if most >= 2:
                 self.note("2+ locks on one node")
 

@@ -67,10 +67,7 @@ class Snapshotting(Counting):
             waiting.sort()
             return Snapshot(self._block_size, tuple(ordered), self.stats(), tuple(block for _stamp, block in waiting))
         order = sorted(entries, key=itemgetter(0, 1))
-        nodes: list[NodeView] = []
-        for _key, _length, view in order:
-            nodes.append(view)
-        return Snapshot(self._block_size, tuple(nodes), self.stats())
+        return Snapshot(self._block_size, tuple(view for _key, _length, view in order), self.stats())
 
     def order_key(self, prefix: Prefix) -> tuple[int, ...]:
         """R11: what puts the node at ``prefix`` in its place in the snapshot: R8's key, none under ``use=release``."""
@@ -106,6 +103,8 @@ class Snapshotting(Counting):
         """R11: bring the kept views and digest terms up to date with the prefixes the calls since the last refresh
         marked: a node marked in its shape gets its view again, one marked in its locks or order its term."""
         reshaped, restamped, blocks = self._reshaped, self._restamped, self._restamped_blocks
+        if not (reshaped or restamped or blocks):  # the digest refreshed them already, or a query changed nothing
+            return
         self._reshaped, self._restamped, self._restamped_blocks = set(), set(), set()
         renewed: set[Prefix] = set()
         for prefix in reshaped | restamped:
