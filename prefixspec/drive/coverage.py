@@ -114,7 +114,9 @@ NEEDS_FEATURE: dict[str, str] = {
 
 
 _SEQUENCES_OF: dict[str, tuple[tuple[int, str], ...]] = {
-    kind.op: tuple((index, "token" if param.kind == "tokens" else "block id") for index, param in enumerate(kind.params) if param.kind in ("tokens", "blocks"))
+    kind.op: tuple(
+        (index, "token" if param.kind == "tokens" else "block id") for index, param in enumerate(kind.params) if param.kind in ("tokens", "blocks")
+    )
     for kind in CALLS
 }
 """Of each call, the places of its arguments of tokens or block ids, and what their values are (``note_values``)."""

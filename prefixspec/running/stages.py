@@ -206,6 +206,7 @@ def runs_after(name: str, plan: RunPlan, earlier: list[StageResult]) -> bool:
     reaches and only when every stage before it passed (``REACH_STAGES``), any other stage always."""
     return name not in REACH_STAGES or (plan.reach and all(stage.passed for stage in earlier))
 
+
 EXTREME_STEPS = 10
 
 
