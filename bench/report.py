@@ -124,8 +124,9 @@ def render(results: dict[str, Any], raw: Path, *, has_plots: bool) -> str:
         )
         add("")
     add(
-        "The spec is reported, not targeted: it is the definition, written for the reader "
-        "(every call is O(nodes), and evict O(nodes^2))."
+        "The spec is reported, not targeted: it is the definition, written for the reader. It keys every cached "
+        "whole-block prefix apart, so a call pays for each prefix of its prompt (a prompt of L tokens makes L/B keys "
+        "of up to L tokens), and an evict reads every node to find the unpinned leaves."
     )
     add("")
 
