@@ -168,7 +168,7 @@ def hunt(
     On a KeyboardInterrupt (Ctrl-C, SIGTERM) every child is stopped and the
     exception goes on with the mutants that finished, in order, as its ``prefixspec_hunted``.
     """
-    plan = HuntPlan(profile, out_dir, rules, timeout, steps, stages)
+    plan = HuntPlan(profile=profile, out_dir=out_dir, rules=rules, timeout=timeout, steps=steps, stages=stages)
     chosen = [catalogue.mutant(only)] if only is not None else list(catalogue.mutants)
     for mutant in chosen:
         mutated_sources(catalogue, mutant, "_prefixspec_check")  # every edit checked before any mutant runs

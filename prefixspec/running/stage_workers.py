@@ -108,7 +108,8 @@ def run_check_in_workers(target: CacheFactory, *, target_name: str, plan: RunPla
             return chosen[chosen.index(name) + 1 :]
         return list(REACH_STAGES) if not stage.passed else []
 
-    names = [name for name in START_ORDER if name in chosen and (plan.reach or name not in REACH_STAGES)]
+    # Started before the stages ahead of them end: a failure among those cancels the reach stages (``ended``).
+    names = [name for name in START_ORDER if name in chosen and runs_after(name, plan, [])]
     run_pool({name: stage_work(name, target, plan) for name in names}, plan.jobs, plan.call_timeout, ended)
     report.stages = kept_stages(results, plan)[0]
     for stage in results.values():  # a stage that ran but that one process would not have run leaves no file behind
