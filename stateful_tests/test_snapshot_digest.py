@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -47,6 +48,8 @@ def kept_state_problem(spec: SpecCache) -> str | None:
     """What of the spec's kept state differs from the one made from scratch (None: nothing)."""
     if spec.kept_snapshot() != spec.snapshot():
         return f"kept snapshot {spec.kept_snapshot()} is not the snapshot {spec.snapshot()}"
+    if Counter(spec.kept_views()) != Counter(spec.snapshot().nodes):
+        return f"kept views {spec.kept_views()} are not the snapshot's nodes {spec.snapshot().nodes}"
     if spec.snapshot_digest() != spec.digest_from_scratch():
         return "the kept digest is not the digest made from scratch"
     return None

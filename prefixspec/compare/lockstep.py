@@ -30,9 +30,9 @@ import functools
 import operator
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import SupportsIndex, cast
+from typing import NamedTuple, SupportsIndex, cast
 
-from spec.api import DIGEST_FEATURE, CacheFactory, KVEvent, NodeId, PrefixCache, PrefixCacheError, Snapshot
+from spec.api import DIGEST_FEATURE, CacheFactory, KVEvent, NodeId, NodeView, PrefixCache, PrefixCacheError, PrefixStats, Snapshot
 from spec.model import SpecCache
 from prefixspec.formats.outcomes import Outcome, same_result
 from prefixspec.formats.repeats import StepsOnDemand
@@ -102,9 +102,19 @@ class RecordedSteps(StepsOnDemand):
         return Step(self.calls[index], self._outcomes[index].text, index + 1)
 
 
-Observer = Callable[[Call, PrefixCacheError | None, object, Snapshot, Snapshot], None]
+class SpecReading(NamedTuple):
+    """The spec's state as an observer reads it around a call: its counters and its nodes, in no order.
+
+    Not a ``Snapshot``: an observer counts rule events (a split, a leaf gone), none of which needs the order, and
+    the sort of the nodes cost a twentieth of the engine machine's time (``bench.stage_throughput``)."""
+
+    stats: PrefixStats
+    nodes: tuple[NodeView, ...]
+
+
+Observer = Callable[[Call, PrefixCacheError | None, object, SpecReading, SpecReading], None]
 """Told of a call, the interface's error the spec refused it with (None: it did not), its result, and the spec's
-snapshots around it."""
+state around it."""
 
 FULL_EVERY = 64
 """Of the comparisons by digest, every this-many-th is a full one (``Lockstep.full_every``)."""
@@ -145,8 +155,9 @@ class Lockstep(CallThrough):
         self._reference_runner = CallRunner(reference, functools.partial(SpecCache, rules=reference.rules))
         self._reference_snapshot: Snapshot | None = None
         self._reference_digest: int | None = None
+        self._reading: SpecReading | None = None
         self.observer = observer
-        """Told of every call, its result and the spec's snapshots around it (``coverage.Coverage.observe``)."""
+        """Told of every call, its result and the spec's state around it (``coverage.Coverage.observe``)."""
         self._target_runner = CallRunner(target, target_factory) if target is not None else None
         self._block_size_checked = False
         self.events = check_events and target is not None and "events" in features_of(target)
@@ -193,10 +204,10 @@ class Lockstep(CallThrough):
     def perform(self, call: Call) -> object:
         """Make ``call`` on both caches, compare, and return the reference's result."""
         kind = call.kind
-        before = self.snapshot() if self.observer is not None else None
+        before = self.reading() if self.observer is not None else None
         expected = self._reference_runner.run(call, text=False)  # written as text when a step is read, or to differ
         if kind.params and expected.error is None:
-            self._reference_snapshot = self._reference_digest = None  # a call that takes arguments and was not refused may change the state
+            self._reference_snapshot = self._reference_digest = self._reading = None  # a call that takes arguments and was not refused may change the state
         self.steps.record(call, expected)
         if self._target_runner is not None and self.target is not None:
             got = self._target_runner.run(call, text=False)  # compared by value where it can be: rendered only to differ
@@ -218,7 +229,7 @@ class Lockstep(CallThrough):
                 self.check_snapshots(self.reference, self.target, refused=expected.error is not None)
         if self.observer is not None and before is not None:
             refusal = expected.error if isinstance(expected.error, PrefixCacheError) else None
-            self.observer(call, refusal, expected.value, before, self.snapshot())
+            self.observer(call, refusal, expected.value, before, self.reading())
         if kind.publishes:  # the lockstep takes the target's events after the calls that publish any (R13)
             if self.events:
                 self._changes_since_take += 1
@@ -339,6 +350,13 @@ class Lockstep(CallThrough):
 
     def block_size(self) -> int:
         return self.reference.block_size()
+
+    def reading(self) -> SpecReading:
+        """The reference's counters and nodes, for the observer: taken once after each call that may change the
+        state, as ``snapshot`` is."""
+        if self._reading is None:
+            self._reading = SpecReading(self.reference.stats(), self.reference.kept_views())
+        return self._reading
 
     def snapshot(self) -> Snapshot:
         """The reference's snapshot; not a call of the trace (it changes nothing).

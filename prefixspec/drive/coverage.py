@@ -1,8 +1,8 @@
 """What a run exercised: the rule events and the extremes it reached, counted, and the ones a stage must reach.
 
 Every call a machine makes through the lockstep is observed (``Observer``):
-its result and the spec's snapshots before and after it tell which rule
-events happened (a split by a match, duplicates handed back, a parent that
+its result and the spec's state before and after it (its counters and nodes,
+``lockstep.SpecReading``) tell which rule events happened (a split by a match, duplicates handed back, a parent that
 became a leaf within one evict...), and its arguments which extremes it
 touched (a token at or past 2^31, a block id of 2^32 - 1...).  The shape of
 the tree (how deep, how wide, how many locks on one node) is read from the
@@ -22,7 +22,8 @@ from operator import attrgetter
 
 from hypothesis import event as hypothesis_event
 
-from spec.api import ID_LIMIT, Inserted, PrefixCacheError, Rules, Snapshot
+from spec.api import ID_LIMIT, Inserted, NodeView, PrefixCacheError, Rules, Snapshot
+from prefixspec.compare.lockstep import SpecReading
 from prefixspec.vocabulary import CALLS, TAKE_EVENTS, Call
 
 BOUNDARIES = (2**7, 2**8, 2**15, 2**16, 2**31, ID_LIMIT - 1)
@@ -146,9 +147,9 @@ class Coverage:
         if value > self.counts[name]:
             self.counts[name] = value
 
-    def note_namespaces(self, snapshot: Snapshot) -> None:
-        """The distinct namespaces (the default one aside) the snapshot's nodes lie in."""
-        live = len({view.namespace for view in snapshot.nodes if view.namespace is not None})
+    def note_namespaces(self, nodes: Iterable[NodeView]) -> None:
+        """The distinct namespaces (the default one aside) the nodes lie in."""
+        live = len({view.namespace for view in nodes if view.namespace is not None})
         self.note_most(MOST_NAMESPACES, live)
         if live >= MANY_TENANTS:
             self.note(f"{MANY_TENANTS}+ live namespaces")
@@ -207,18 +208,18 @@ class Coverage:
         cached = sum(len(view.blocks) for view in snapshot.nodes)
         if cached >= BIG_CACHE:
             self.note(f"{BIG_CACHE}+ blocks cached")
-        self.note_namespaces(snapshot)
+        self.note_namespaces(snapshot.nodes)
 
     # Calls -------------------------------------------------------------------------------------
 
-    def observe(self, call: Call, refusal: PrefixCacheError | None, value: object, before: Snapshot, after: Snapshot) -> None:
+    def observe(self, call: Call, refusal: PrefixCacheError | None, value: object, before: SpecReading, after: SpecReading) -> None:
         """The rule events of one call, from the error the spec refused it with (or None), its result and the spec's
-        snapshots around it."""
+        state around it."""
         self.note_values(call)
         if call.namespace is not None:
             self.note("a namespace other than the default")
             if call.op == "insert" and refusal is None:  # the one call that brings a namespace to life
-                self.note_namespaces(after)
+                self.note_namespaces(after.nodes)
         if call.op == TAKE_EVENTS.op:
             self.observe_take(value)
             return
@@ -241,7 +242,7 @@ class Coverage:
                 self.note("split by insert")
             if isinstance(value, Inserted) and value.duplicates:
                 self.note("duplicates handed back")
-            if copies_held(after) > copies_held(before):
+            if copies_held(after.nodes) > copies_held(before.nodes):
                 self.note(COPY_KEPT)
         elif call.op == "evict":
             self.observe_evict(call, before, after)
@@ -263,7 +264,7 @@ class Coverage:
             self.note("events batch spans an evict of several leaves")
         self.start_example()
 
-    def observe_evict(self, call: Call, before: Snapshot, after: Snapshot) -> None:
+    def observe_evict(self, call: Call, before: SpecReading, after: SpecReading) -> None:
         if call.args == (0,):
             self.note("evict(0)")
         if after.stats.evicted_blocks > before.stats.evicted_blocks:
@@ -274,7 +275,7 @@ class Coverage:
             self._several_leaves_since_take = True
         if any(len(view.blocks) > 1 for view in removed):
             self.note("multi-block leaf evicted")
-        before_places = set(prefixes_of(before))
+        before_places = set(prefixes_of(before.nodes))
         if any((view.namespace, view.prefix) not in before_places and any(
             old.namespace == view.namespace and old.prefix[: len(view.prefix)] == view.prefix for old in removed
         ) for view in after.nodes):
@@ -286,13 +287,13 @@ class Coverage:
                 break
 
 
-def prefixes_of(snapshot: Snapshot) -> list[tuple[object, tuple[int, ...]]]:
-    return [(view.namespace, view.prefix) for view in snapshot.nodes]
+def prefixes_of(nodes: Iterable[NodeView]) -> list[tuple[object, tuple[int, ...]]]:
+    return [(view.namespace, view.prefix) for view in nodes]
 
 
-def copies_held(snapshot: Snapshot) -> int:
-    """R5 ``dup=keep``: the further copies the snapshot's positions hold."""
-    return sum(len(copies) for view in snapshot.nodes for copies in view.copies)
+def copies_held(nodes: Iterable[NodeView]) -> int:
+    """R5 ``dup=keep``: the further copies the nodes' positions hold."""
+    return sum(len(copies) for view in nodes for copies in view.copies)
 
 
 def required_events(stage: str, rules: Rules, features: Iterable[str] | None = None) -> list[str]:

@@ -153,6 +153,12 @@ class Snapshotting(Counting):
         self.refresh_kept()
         return self.snapshot_of(self._entries.values())
 
+    def kept_views(self) -> tuple[NodeView, ...]:
+        """R4, R11: the nodes of ``kept_snapshot`` in no order, for a reader that orders nothing (a coverage of the
+        rules' events): it costs a copy of the kept views, not their sort."""
+        self.refresh_kept()
+        return tuple(self._views.values())
+
     def snapshot_digest(self) -> int:
         """R11: ``spec.api.snapshot_digest_of`` the state, from the terms kept as calls change it: it costs what the
         calls since the last digest changed, not the cache's size."""
