@@ -39,6 +39,7 @@ from spec.api import (
     Namespace,
     NodeId,
     NodeView,
+    PrefixStats,
     Rules,
     checked_block_size,
     is_namespace,
@@ -150,6 +151,9 @@ class State(ABC):
         self._hit_tokens = 0
         self._inserted_blocks = 0
         self._evicted_blocks = 0
+        self._counted = (0, 0, 0, 0, 0)
+        self._stats = PrefixStats(0, 0, 0, 0, 0)
+        """R9's counters as ``stats`` last made them, and the value it made (``Counting.stats``)."""
         self._events: list[KVEvent] = []
         self._reshaped: set[Prefix] = set()
         self._restamped: set[Prefix] = set()
