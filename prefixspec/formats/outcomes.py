@@ -98,7 +98,7 @@ def plain_value(kind: CallKind, value: object) -> bool:
     if result == "blocks":
         return type(value) is list and set(map(type, value)) <= _INT
     if result == "events":
-        return type(value) is list and all(map(plain_event, value))
+        return type(value) is list and all(map(_plain_event, value))
     return result == "count" and type(value) is int
 
 
@@ -106,7 +106,7 @@ _NAMESPACE_WORDS: frozenset[type] = frozenset({int, str, type(None)})
 """The namespaces whose equal values are written alike (a tuple's items may be of other types: it is written to compare)."""
 
 
-def plain_event(event: object) -> bool:
+def _plain_event(event: object) -> bool:
     """A BlockStored or BlockRemoved of exact ints and a namespace of ``_NAMESPACE_WORDS``: equal ones are written alike."""
     kind = type(event)
     if kind is BlockRemoved:

@@ -44,7 +44,6 @@ from spec.api import (
     TargetFailure,
     UnknownNode,
 )
-from prefixspec.formats.outcomes import plain_event
 from prefixspec.vocabulary import CallKind, WrongResult, render_result
 
 if TYPE_CHECKING:
@@ -129,8 +128,6 @@ def plain_data(value: object, what: str, depth: int = 0) -> object:
         return kind(plain_data(item, what, depth + 1) for item in items)
     if kind is NodeView and _plain_view(cast(NodeView, value)):
         return value  # the common case, a snapshot's every node: checked at C speed, nothing to copy
-    if (kind is BlockStored or kind is BlockRemoved) and plain_event(value):
-        return value  # the common case, a take's every event: the interface's frozen dataclass of plain fields, kept
     if kind in _DATACLASSES:
         return kind(*(plain_data(getattr(value, name), what, depth + 1) for name in _FIELDS[kind]))
     if hasattr(kind, "__index__"):
