@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from impl import RadixCache
-from spec.api import DIGEST_FEATURE, RULE_PRESETS, NodeId, PrefixCacheError, Rules, Snapshot
+from spec.api import DIGEST_FEATURE, RULE_PRESETS, NodeId, NodeView, PrefixCacheError, Rules, Snapshot
 from spec.model import SpecCache
 from prefixspec.running.identify import every_rule_set
 from prefixspec.compare.lockstep import Disagreement, Lockstep
@@ -124,11 +124,18 @@ class ForgetsSplits(SpecCache):
         return node
 
 
+class DropsAView(SpecCache):
+    """A planted error in the views the coverage reads (``kept_views``): one node left out."""
+
+    def kept_views(self) -> tuple[NodeView, ...]:
+        return super().kept_views()[1:]
+
+
 PLANTED_CALLS: list[Op] = [("insert", (1, 2, 3), 1), ("match", (1, 2, 0), 1), ("lock", (), 2), ("match", (), 0)]
 """An insert, a match that splits it, a lock of the upper node."""
 
 
-@pytest.mark.parametrize(("spec", "caught"), [(ForgetsLocks, True), (ForgetsSplits, True), (SpecCache, False)])
+@pytest.mark.parametrize(("spec", "caught"), [(ForgetsLocks, True), (ForgetsSplits, True), (DropsAView, True), (SpecCache, False)])
 def test_a_spec_that_forgets_a_mark_is_caught(spec: Callable[[int, Rules], SpecCache], caught: bool) -> None:
     driver = Driver(1, Rules(), spec, with_impl=False)
     found = []
