@@ -27,8 +27,6 @@ class Evicting(Using):
         """
         last_use = self._last_use[prefix]
         evict = self._rules.evict
-        if evict == "lru":
-            return last_use
         if evict == "lfu":
             return (self._hits[prefix], *last_use)
         if evict == "fifo":
@@ -41,7 +39,7 @@ class Evicting(Using):
         if evict == "slru":
             protected = 1 if self._hits[prefix] >= self._rules.slru_threshold else 0
             return (protected, *last_use)
-        raise AssertionError(f"no eviction order {evict!r}")  # Rules refuses any other
+        return last_use
 
     def remove_leaf(self, prefix: Prefix) -> list[BlockId]:
         """R8: remove a leaf node whole, returning its blocks in token order."""

@@ -107,36 +107,32 @@ class Snapshotting(Counting):
             return
         self._reshaped, self._restamped, self._restamped_blocks = set(), set(), set()
         renewed: set[Prefix] = set()
-        node_at, views = self._node_at, self._views
         for prefix in reshaped | restamped:
-            if prefix in node_at and prefix in views and prefix not in reshaped:
-                continue  # the common mark (a lock, a use): a node whose view stands, its term made again below
-            if prefix in views and prefix not in node_at:
+            if prefix in self._views and prefix not in self._node_at:
                 self.forget_view(prefix)  # the node is gone, or now ends elsewhere
             if prefix in self._block_at:
-                node = prefix if prefix in node_at else self.node_below(prefix)
+                node = prefix if prefix in self._node_at else self.node_below(prefix)
                 if node is not None:
-                    if prefix in reshaped or node not in views:
+                    if prefix in reshaped or node not in self._views:
                         renewed.add(node)
                     restamped.add(node)
         for node in renewed:
             self.forget_view(node)
-            view = views[node] = self.own_view(node)
+            view = self.own_view(node)
+            self._views[node] = view
             self._shapes[node] = node_shape_hash(view.namespace, view.prefix, view.blocks, view.copies)
-        own_locks, terms, node_sum = self._own_locks, self._node_terms, self._node_sum
         for node in restamped:
-            if node not in node_at:
+            if node not in self._node_at:
                 continue
-            view = views[node]
-            locks = own_locks.get(node, 0)
+            view = self._views[node]
+            locks = self._own_locks.get(node, 0)
             if view.locks != locks:
-                view = views[node] = NodeView(view.prefix, view.blocks, locks, view.namespace, view.copies)
-            node_sum -= terms.get(node, 0)
+                view = self._views[node] = NodeView(view.prefix, view.blocks, locks, view.namespace, view.copies)
+            self._node_sum -= self._node_terms.get(node, 0)
             key = self.order_key(node)
             self._entries[node] = (key, len(node[1]), view)
-            terms[node] = node_digest_term(self._shapes[node], locks, key)
-            node_sum += terms[node]
-        self._node_sum = node_sum
+            self._node_terms[node] = node_digest_term(self._shapes[node], locks, key)
+            self._node_sum += self._node_terms[node]
         if self._rules.use != "release":
             return
         for block in blocks:
