@@ -1,10 +1,11 @@
 """What a run exercised: the rule events and the extremes it reached, counted, and the ones a stage must reach.
 
 Every call a machine makes through the lockstep is observed (``Observer``):
-its result and the spec's state before and after it (its counters and nodes,
-``lockstep.SpecReading``) tell which rule events happened (a split by a match, duplicates handed back, a parent that
-became a leaf within one evict...), and its arguments which extremes it
-touched (a token at or past 2^31, a block id of 2^32 - 1...).  The shape of
+its result and the spec's state before and after it (its counters and nodes
+in no order, ``lockstep.SpecReading``) tell which rule events happened (a
+split by a match, duplicates handed back, a parent that became a leaf within
+one evict...), and its arguments which extremes it touched (a token at or
+past 2^31, a block id of 2^32 - 1...).  The shape of
 the tree (how deep, how wide, how many locks on one node) is read from the
 spec's snapshot by the rules that build such trees.  Each event is also
 passed to Hypothesis's ``event()``, so ``--hypothesis-show-statistics``
