@@ -122,7 +122,7 @@ FULL_EVERY = 256
 The backstop is for a digest whose bookkeeping lies (a change the target made but never marked), not for a
 collision of two honest 64-bit digests; such a lie shows at the next full comparison, and a shrunk
 counterexample ends with one (``shrink``), so how soon matters little.  An engine machine's burst of 250-450
-steps (700-1,200 calls) still makes three or more; at 64 they cost it some 4% of its time (``bench.stage_throughput``: 1.04x)."""
+steps (some 600-1,100 comparisons) still makes two to four; at 64 they cost it some 4% of its time (``bench.stage_throughput``: 1.04x)."""
 
 
 def keeps_digest(target: PrefixCache) -> bool:
