@@ -14,6 +14,7 @@ from pathlib import Path
 from spec.api import RULE_FIELDS, RULE_PRESETS, CacheFactory, Rules, parse_rules
 from prefixspec.errors import UsageError
 from prefixspec.running.report import write_whole
+from prefixspec.running.stages import REACH_STAGES, STAGES
 from prefixspec.targets.beacon import mark_stage
 from prefixspec.targets.loading import DEFAULT_TARGET
 from prefixspec.targets.named import load_target
@@ -238,8 +239,6 @@ def add_rules_option(parser: argparse.ArgumentParser, default: str | None = "str
 
 def stage_name(text: str) -> str:
     """A stage of ``check`` by its name (``call machine``), any case, a hyphen or an underscore for its space."""
-    from prefixspec.running.stages import STAGES  # the machines load with it: only a command that runs them asks
-
     name = " ".join(text.replace("-", " ").replace("_", " ").lower().split())
     if name not in STAGES:
         raise argparse.ArgumentTypeError(f"no stage is called {text!r}: the stages are {', '.join(STAGES)} (call-machine for call machine)")
@@ -255,8 +254,8 @@ def add_stage_option(parser: argparse.ArgumentParser) -> None:
         type=stage_name,
         action="append",
         default=[],
-        help="run only this stage (golden-trace, call-machine, engine-machine, extremes, scale); again for more; they run in"
-        " that order, extremes and scale only once the others chosen passed (default: every stage)",
+        help=f"run only this stage ({', '.join(name.replace(' ', '-') for name in STAGES)}); again for more; they run in"
+        f" that order, {' and '.join(REACH_STAGES)} only once the others chosen passed (default: every stage)",
     )
 
 
