@@ -13,6 +13,7 @@ from hypothesis import settings
 import impl
 from prefixspec.drive.coverage import (
     BOUNDARY_VALUES,
+    COPY_KEPT,
     LONG_NODE,
     MANY_TENANTS,
     MIXED_BATCH,
@@ -30,7 +31,7 @@ from prefixspec.drive.scale import SCALE_WORKLOAD
 from prefixspec.drive.machines import namespace_population, note_passed_back
 from prefixspec.compare.shrink import first_disagreement
 from prefixspec.running.stages import STAGES, RunPlan, require_coverage, run_stage
-from spec.api import BlockRemoved, InvalidArgument, KVEvent, NodeView, PrefixStats, Rules, Snapshot
+from spec.api import RULE_PRESETS, BlockRemoved, InvalidArgument, KVEvent, NodeView, PrefixStats, Rules, Snapshot
 from spec.model import SpecCache, as_namespace
 from stateful_tests.stage_runs import SHARED_RUNS, stage_on_impl
 
@@ -219,6 +220,20 @@ def test_coverage_counts_mixed_and_straddling_batches() -> None:
     pair.insert([4], [12])
     pair.take_pending()
     assert coverage.counts[MIXED_BATCH] == 1 and coverage.counts[STRADDLING_BATCH] == 1  # one kind, no refusal
+
+
+@pytest.mark.parametrize(("rules", "kept"), [(RULE_PRESETS["vllm"], 1), (Rules(), 0)])
+def test_coverage_counts_a_copy_kept_only_where_an_insert_keeps_one(rules: Rules, kept: int) -> None:
+    """R5 dup=keep: a second id for a cached position is a copy kept (and a block stored); the same ids again store
+    nothing.  Under dup=refuse the second id is handed back, no copy."""
+    coverage = Coverage()
+    pair = Lockstep(SpecCache(1, rules), impl.RadixCache(1, rules), observer=coverage.observe)
+    pair.insert([1, 2], [10, 11])
+    pair.insert([1, 2], [10, 11])
+    assert coverage.counts[COPY_KEPT] == 0
+    pair.insert([1, 2], [10, 12])
+    assert coverage.counts[COPY_KEPT] == kept
+    assert coverage.counts["duplicates handed back"] == 1 - kept
 
 
 @pytest.mark.parametrize(

@@ -232,18 +232,18 @@ class Coverage:
             if call.kind.publishes and self._published_since_take:
                 self._refused_after_publishing = True
             return
-        if call.op == "insert" and after.stats.inserted_blocks > before.stats.inserted_blocks:
+        stored = call.op == "insert" and after.stats.inserted_blocks > before.stats.inserted_blocks
+        if stored:
             self._published_since_take = True
         grown = len(after.nodes) - len(before.nodes)
         if call.op == "match" and grown > 0:
             self.note("split by match")
         elif call.op == "insert":
-            new_leaf = after.stats.inserted_blocks > before.stats.inserted_blocks
-            if grown - (1 if new_leaf else 0) > 0:
+            if grown - (1 if stored else 0) > 0:  # a new leaf comes with blocks stored; any node besides is a split
                 self.note("split by insert")
             if isinstance(value, Inserted) and value.duplicates:
                 self.note("duplicates handed back")
-            if copies_held(after.nodes) > copies_held(before.nodes):
+            if stored and copies_held(after.nodes) > copies_held(before.nodes):  # a copy kept is a block stored (R5, R9)
                 self.note(COPY_KEPT)
         elif call.op == "evict":
             self.observe_evict(call, before, after)
