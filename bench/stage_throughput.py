@@ -26,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from prefixspec.commands.options import positive_int
+
 HERE = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", required=True, help="the commit to compare with (any git revision)")
     parser.add_argument("--stage", default="engine machine", help="the ci check's stage (default: engine machine)")
     parser.add_argument("--target", default="impl:RadixCache", help="module:factory (default impl:RadixCache)")
-    parser.add_argument("--rounds", type=int, default=3, help="pairs of runs, alternating (default 3)")
+    parser.add_argument("--rounds", type=positive_int, default=3, help="pairs of runs, alternating (default 3)")
     arguments = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="prefixspec-against-"))
     base = scratch / "tree"

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from impl import RadixCache
 from spec.api import BlockId, Inserted, NodeId, PrefixCache, PrefixMatch, PrefixStats, Snapshot
 from spec.model import SpecCache
+from prefixspec.commands.options import positive_int
 from prefixspec.compare.lockstep import Lockstep
 from prefixspec.drive.coverage import Coverage
 from prefixspec.drive.engine import Engine, Workload
@@ -51,7 +52,7 @@ class TightPair:
     def block_size(self) -> int:
         return self.spec.block_size()
 
-    def made(self, call: Call, expected: object, got: object, same: bool) -> None:
+    def record_and_compare(self, call: Call, expected: object, got: object, same: bool) -> None:
         """The call recorded with the spec's result; the results and then the digests held equal."""
         self.calls.append(call)
         self.results.append(expected)
@@ -64,63 +65,63 @@ class TightPair:
         expected, got = self.spec.match_prefix(list(tokens)), self.impl.match_prefix(list(tokens))
         self.impl_node.setdefault(expected.node, got.node)
         same = expected.matched_tokens == got.matched_tokens and expected.blocks == got.blocks
-        self.made(Call("match", (tuple(tokens),), f"n{len(self.calls) + 1}"), expected, got, same)
+        self.record_and_compare(Call("match", (tuple(tokens),), f"n{len(self.calls) + 1}"), expected, got, same)
         return expected
 
     def insert(self, tokens: Sequence[int], blocks: Sequence[BlockId]) -> Inserted:
         expected, got = self.spec.insert(list(tokens), list(blocks)), self.impl.insert(list(tokens), list(blocks))
         self.impl_node.setdefault(expected.node, got.node)
-        self.made(Call("insert", (tuple(tokens), tuple(blocks)), f"n{len(self.calls) + 1}"), expected, got, expected.duplicates == got.duplicates)
+        self.record_and_compare(Call("insert", (tuple(tokens), tuple(blocks)), f"n{len(self.calls) + 1}"), expected, got, expected.duplicates == got.duplicates)
         return expected
 
     def lock(self, node: NodeId) -> None:
         self.spec.lock(node)
         self.impl.lock(self.impl_node[node])
-        self.made(Call("lock", ("n0",)), None, None, True)
+        self.record_and_compare(Call("lock", ("n0",)), None, None, True)
 
     def unlock(self, node: NodeId) -> None:
         self.spec.unlock(node)
         self.impl.unlock(self.impl_node[node])
-        self.made(Call("unlock", ("n0",)), None, None, True)
+        self.record_and_compare(Call("unlock", ("n0",)), None, None, True)
 
     def evict(self, n_blocks: int) -> list[BlockId]:
         expected, got = self.spec.evict(n_blocks), self.impl.evict(n_blocks)
-        self.made(Call("evict", (n_blocks,)), expected, got, expected == got)
+        self.record_and_compare(Call("evict", (n_blocks,)), expected, got, expected == got)
         return expected
 
-    def counted(self, op: str, expected: object, got: object) -> None:
-        self.made(Call(op), expected, got, expected == got)
+    def compare_count(self, op: str, expected: object, got: object) -> None:
+        self.record_and_compare(Call(op), expected, got, expected == got)
 
     def cached_blocks(self) -> int:
         expected = self.spec.cached_blocks()
-        self.counted("cached_blocks", expected, self.impl.cached_blocks())
+        self.compare_count("cached_blocks", expected, self.impl.cached_blocks())
         return expected
 
     def cached_tokens(self) -> int:
         expected = self.spec.cached_tokens()
-        self.counted("cached_tokens", expected, self.impl.cached_tokens())
+        self.compare_count("cached_tokens", expected, self.impl.cached_tokens())
         return expected
 
     def evictable_blocks(self) -> int:
         expected = self.spec.evictable_blocks()
-        self.counted("evictable_blocks", expected, self.impl.evictable_blocks())
+        self.compare_count("evictable_blocks", expected, self.impl.evictable_blocks())
         return expected
 
     def stats(self) -> PrefixStats:
         expected = self.spec.stats()
-        self.counted("stats", expected, self.impl.stats())
+        self.compare_count("stats", expected, self.impl.stats())
         return expected
 
     def hit_rate(self) -> float:
         expected = self.spec.hit_rate()
-        self.counted("hit_rate", expected, self.impl.hit_rate())
+        self.compare_count("hit_rate", expected, self.impl.hit_rate())
         return expected
 
     def snapshot(self) -> Snapshot:
         return self.spec.snapshot()
 
 
-def lockstep(target: Callable[[int], PrefixCache], observed: bool) -> Callable[[int], PrefixCache]:
+def lockstep_maker(target: Callable[[int], PrefixCache], observed: bool) -> Callable[[int], PrefixCache]:
     """A ``Lockstep`` of the spec and ``target``'s cache, events never taken, the coverage told of every call if ``observed``."""
 
     def make(block_size: int) -> PrefixCache:
@@ -130,20 +131,20 @@ def lockstep(target: Callable[[int], PrefixCache], observed: bool) -> Callable[[
     return make
 
 
-def arrangements() -> dict[str, Callable[[int], PrefixCache]]:
+def build_arrangements() -> dict[str, Callable[[int], PrefixCache]]:
     guarded = load_target("impl:RadixCache", 5.0)
     return {
         "engine on impl": RadixCache,
         "engine on spec": SpecCache,
         "tightest lockstep": TightPair,
-        "lockstep": lockstep(RadixCache, observed=False),
-        "lockstep, guarded": lockstep(guarded, observed=False),
-        "lockstep, guarded, observed": lockstep(guarded, observed=True),
+        "lockstep": lockstep_maker(RadixCache, observed=False),
+        "lockstep, guarded": lockstep_maker(guarded, observed=False),
+        "lockstep, guarded, observed": lockstep_maker(guarded, observed=True),
     }
 
 
 def cpu_per_step(make: Callable[[int], PrefixCache], steps: int) -> float:
-    """CPU microseconds per engine step of ``steps`` seeded steps over ``make(2)``, nothing checked but what it checks."""
+    """CPU microseconds per engine step of ``steps`` seeded steps over ``make(2)``; the engine's own checks never run."""
     engine = Engine(make(2), Workload(block_size=2), prompt_seed=1, check_every=steps + 1)
     rng = random.Random(5)
     started = time.process_time()
@@ -154,12 +155,12 @@ def cpu_per_step(make: Callable[[int], PrefixCache], steps: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.step_floor", description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--steps", type=int, default=30_000, help="engine steps per run (default 30,000)")
-    parser.add_argument("--rounds", type=int, default=2, help="runs of every arrangement, in turn (default 2)")
+    parser.add_argument("--steps", type=positive_int, default=30_000, help="engine steps per run (default 30,000)")
+    parser.add_argument("--rounds", type=positive_int, default=2, help="runs of every arrangement, in turn (default 2)")
     options = parser.parse_args()
     least: dict[str, float] = {}
     for round_number in range(1, options.rounds + 1):
-        for name, make in arrangements().items():
+        for name, make in build_arrangements().items():
             us = cpu_per_step(make, options.steps)
             least[name] = min(us, least.get(name, us))
             print(f"  round {round_number}  {name:28s} {us:7.1f} CPU us per step", flush=True)
