@@ -23,6 +23,7 @@ import argparse
 import random
 import time
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from impl import RadixCache
 from spec.api import BlockId, Inserted, NodeId, PrefixCache, PrefixMatch, PrefixStats, Snapshot
@@ -32,7 +33,7 @@ from prefixspec.compare.lockstep import Lockstep
 from prefixspec.drive.coverage import Coverage
 from prefixspec.drive.engine import Engine, Workload
 from prefixspec.targets.named import load_target
-from prefixspec.vocabulary import Call
+from prefixspec.vocabulary import BY_METHOD, Call
 
 
 class TightPair:
@@ -74,48 +75,44 @@ class TightPair:
         self.record_and_compare(Call("insert", (tuple(tokens), tuple(blocks)), f"n{len(self.calls) + 1}"), expected, got, expected.duplicates == got.duplicates)
         return expected
 
+    def on_node(self, method: str, node: NodeId) -> None:
+        """A lock or an unlock, made on each cache's own node."""
+        getattr(self.spec, method)(node)
+        getattr(self.impl, method)(self.impl_node[node])
+        self.record_and_compare(Call(BY_METHOD[method].op, ("n0",)), None, None, True)
+
     def lock(self, node: NodeId) -> None:
-        self.spec.lock(node)
-        self.impl.lock(self.impl_node[node])
-        self.record_and_compare(Call("lock", ("n0",)), None, None, True)
+        self.on_node("lock", node)
 
     def unlock(self, node: NodeId) -> None:
-        self.spec.unlock(node)
-        self.impl.unlock(self.impl_node[node])
-        self.record_and_compare(Call("unlock", ("n0",)), None, None, True)
+        self.on_node("unlock", node)
 
     def evict(self, n_blocks: int) -> list[BlockId]:
         expected, got = self.spec.evict(n_blocks), self.impl.evict(n_blocks)
         self.record_and_compare(Call("evict", (n_blocks,)), expected, got, expected == got)
         return expected
 
-    def compare_count(self, op: str, expected: object, got: object) -> None:
-        self.record_and_compare(Call(op), expected, got, expected == got)
+    def read_counter(self, method: str) -> object:
+        """A read of the counters (R9) on both caches, compared; the spec's answer."""
+        expected: object = getattr(self.spec, method)()
+        got: object = getattr(self.impl, method)()
+        self.record_and_compare(Call(BY_METHOD[method].op), expected, got, expected == got)
+        return expected
 
     def cached_blocks(self) -> int:
-        expected = self.spec.cached_blocks()
-        self.compare_count("cached_blocks", expected, self.impl.cached_blocks())
-        return expected
+        return cast(int, self.read_counter("cached_blocks"))
 
     def cached_tokens(self) -> int:
-        expected = self.spec.cached_tokens()
-        self.compare_count("cached_tokens", expected, self.impl.cached_tokens())
-        return expected
+        return cast(int, self.read_counter("cached_tokens"))
 
     def evictable_blocks(self) -> int:
-        expected = self.spec.evictable_blocks()
-        self.compare_count("evictable_blocks", expected, self.impl.evictable_blocks())
-        return expected
+        return cast(int, self.read_counter("evictable_blocks"))
 
     def stats(self) -> PrefixStats:
-        expected = self.spec.stats()
-        self.compare_count("stats", expected, self.impl.stats())
-        return expected
+        return cast(PrefixStats, self.read_counter("stats"))
 
     def hit_rate(self) -> float:
-        expected = self.spec.hit_rate()
-        self.compare_count("hit_rate", expected, self.impl.hit_rate())
-        return expected
+        return cast(float, self.read_counter("hit_rate"))
 
     def snapshot(self) -> Snapshot:
         return self.spec.snapshot()
