@@ -23,7 +23,7 @@ import pytest
 from prefixspec.commands.replay import replay_beside_spec
 from prefixspec.compare import shrink
 from prefixspec.compare.delta import delta_debug
-from prefixspec.compare.history import FILLER_TOKENS, filler, hollowed, inert, spec_results
+from prefixspec.compare.history import FILLER_TOKENS, filler, filler_slack, hollowed, inert, spec_results
 from prefixspec.compare.lockstep import Disagreement
 from prefixspec.compare.shrink import LONG_TRACE, DoesNotReproduce, counterexample_trace, first_disagreement, handles_resolve, minimise
 from prefixspec.exit_status import ExitStatus
@@ -32,7 +32,8 @@ from prefixspec.running.report import cut_long_comments
 from prefixspec.shipped import IMPL_CATALOGUE
 from prefixspec.targets.mutants import load_mutant, read_catalogue
 from prefixspec.vocabulary import Call, parse_call
-from spec.api import CacheFactory, Rules
+from impl import RadixCache
+from spec.api import CacheFactory, Namespace, PrefixMatch, Rules
 from spec.model import SpecCache
 
 BLOCK = 2
@@ -188,6 +189,53 @@ def test_the_runs_own_steps_spare_the_first_replay_and_the_cut_replays_as_failin
     assert replay(trace, SpecCache(BLOCK), SpecCache) is None  # its expectations are the spec's own results
     assert replay_beside_spec(trace, str(written), planted, "clock13") == ExitStatus.FAILED
     assert replay_beside_spec(trace, str(written), load_mutant(read_catalogue(IMPL_CATALOGUE), None), "impl") == ExitStatus.PASSED
+
+
+def without_first_fillers(calls: list[Call], count: int) -> list[Call]:
+    fillers = [index for index, call in enumerate(calls) if call.op == "match" and call.args == (FILLER_TOKENS,)]
+    left_out = set(fillers[:count])
+    return [call for index, call in enumerate(calls) if index not in left_out]
+
+
+def test_the_fillers_are_cut_to_the_fewest_the_wrap_needs(planted: CacheFactory, steps_cut: StepsCut) -> None:
+    """The history held some 100 ticks more than the wrap needs (its matches before the first prefix's use); the
+    earliest fillers are left out until ``filler_slack`` more (two, of some 8,300 calls) no longer fail.
+    Negative control: that many fillers fewer passes."""
+    slack = filler_slack(len(steps_cut.calls))
+    assert slack == 2 and WRAP < len(steps_cut.kept) <= WRAP + slack + 2
+    assert first_disagreement(BLOCK, without_first_fillers(steps_cut.kept, slack), planted) is None
+
+
+COUNTED = 5200
+"""Matches whose hit tokens ``HitsUncountedAfter`` counts: the next ones count none."""
+
+
+class HitsUncountedAfter(RadixCache):
+    """impl whose hit tokens stop counting after ``COUNTED`` matches: a bug of a count of uses, not of the clock."""
+
+    def __init__(self, block_size: int) -> None:
+        super().__init__(block_size)
+        self.matches = 0
+
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
+        self.matches += 1
+        found = super().match_prefix(tokens, namespace=namespace)
+        if self.matches > COUNTED:
+            self._hit_tokens -= found.matched_tokens
+        return found
+
+
+def test_a_count_of_uses_is_cut_to_the_fewest_that_fail() -> None:
+    """A hit after 6,000 misses shows the planted counter; the fewest calls that do: its insert, ``COUNTED``
+    fillers and the hit (the lockstep's take of the insert's event beside them).  Negative control: one filler
+    fewer passes, and impl passes the cut."""
+    lines = ["a = insert [1 2 3] [10]", *noise(6000, 1), "hit = match [1 2 9]"]
+    history = [parse_call(line, number) for number, line in enumerate(lines, start=1)]
+    calls, steps = failing_steps(history, HitsUncountedAfter)
+    kept, _ = minimise(BLOCK, calls, HitsUncountedAfter, time_budget=120.0, steps=steps)
+    assert COUNTED + 2 <= len(kept) <= COUNTED + 3
+    assert filler_slack(len(calls)) == 1 and first_disagreement(BLOCK, without_first_fillers(kept, 1), HitsUncountedAfter) is None
+    assert first_disagreement(BLOCK, kept, RadixCache) is None
 
 
 def test_a_cut_that_hollows_a_needed_call_is_refused(planted: CacheFactory, steps_cut: StepsCut) -> None:
