@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -79,3 +80,29 @@ def test_a_table_of_256_tenant_slots_is_caught_by_the_extremes_with_257_namespac
     spaces = {step.call.namespace for step in driven if step.call.namespace is not None}
     assert len(spaces) >= 257 and len(driven) >= 257
     assert stage.rule.startswith("R12"), stage.rule
+
+
+UNSIGNED_BYTE = {"r06": ("% 128", "% 256"), "r04": ("levels < 127", "levels < 255")}
+"""The catalogue's signed-byte bugs widened to an unsigned byte: a node's own locks counted mod 2^8, a lock that
+pins at most 255 levels up."""
+
+
+@pytest.mark.parametrize("mutant_id", UNSIGNED_BYTE)
+def test_a_count_kept_in_an_unsigned_byte_is_caught_by_the_extremes(mutant_id: str, catalogue: Catalogue, tmp_path: Path) -> None:
+    """The extremes go past 2^8 (``coverage.MANY_LOCKS``, ``coverage.DEEP``): the counterexample needs 256+ locks on
+    one node, or a path 256+ nodes deep under a locked leaf, which is what shows the reach caught it."""
+    signed = catalogue.mutant(mutant_id)
+    narrow, wide = UNSIGNED_BYTE[mutant_id]
+    assert narrow in signed.replace
+    unsigned = replace(signed, id=f"{mutant_id}u8", replace=signed.replace.replace(narrow, wide))
+    factory = load_mutant(catalogue, unsigned)
+    stage = run_stage("extremes", factory, replace(RunPlan.of_profile("ci"), out_dir=tmp_path, report_within=2.0))
+    assert not stage.passed and stage.counterexample, f"{unsigned.id} survived the extremes"
+    trace = read_trace(stage.counterexample)
+    driven = trace.driven_steps()
+    if mutant_id == "r06":
+        assert sum(step.call.op == "lock" for step in driven) >= 256
+    else:
+        longest = max(len(cast(tuple[int, ...], step.call.arg("tokens"))) for step in driven if step.call.op == "insert")
+        assert longest >= 256 * trace.block_size
+    assert main(["replay", stage.counterexample, "--target", "impl:RadixCache"]) == 0

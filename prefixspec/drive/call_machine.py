@@ -18,7 +18,7 @@ from hypothesis.stateful import MultipleResults, RuleBasedStateMachine, initiali
 from spec.api import CacheFactory, Rules
 from prefixspec.drive.call_rules import EvictRules, ExtremeRules, InsertRules, LockRules, NamespaceRules, PromptRules
 from prefixspec.drive.call_state import PROMPTS, CallMachineSetup
-from prefixspec.drive.coverage import BOUNDARY_VALUES, DEEP, MANY_TENANTS, WIDE
+from prefixspec.drive.coverage import BOUNDARY_VALUES, DEEP, MANY_LOCKS, MANY_TENANTS, WIDE
 from prefixspec.drive.draws import BLOCK_SIZES, EXTREME_BLOCK_SIZES, EXTREMES, ID_BASES, TAKE_SCHEDULES, TOKEN_ALPHABETS
 from prefixspec.drive.tallies import RunTally
 
@@ -51,7 +51,7 @@ class ExtremesCallMachine(EveryCallRule):
         elif opening == "wide_node":
             self.wide_node(WIDE, data.draw(st.sampled_from(BOUNDARY_VALUES), label="base"))
         elif opening == "many_locks":
-            self.many_locks(2**7 + 1)  # past a count kept in a signed byte
+            self.many_locks(MANY_LOCKS)
         else:
             count = data.draw(st.integers(MANY_TENANTS, 4 * MANY_TENANTS), label="tenants")
             self.tenants((7,) * block_size, count, data.draw(st.integers(0, 2**32 - 1), label="population seed"), then_evict=True)

@@ -273,10 +273,10 @@ class ExtremeRules(CallMachineState):
         self.call(lambda: self.pair.evict(width // 3))
 
     @precondition(lambda self: self.setup.extremes)
-    @rule(times=st.integers(2**7 + 1, MANY_LOCKS + 60))
+    @rule(times=st.integers(MANY_LOCKS, MANY_LOCKS + 60))
     def many_locks(self, times: int) -> None:
-        """Over a hundred requests on one prefix, past 2^7 (a count in a signed byte): as many locks on one node,
-        evictions under them, then the unlocks."""
+        """Hundreds of requests on one prefix, past 2^8 (a count in a byte, signed or not): as many locks on one
+        node, evictions under them, then the unlocks."""
         size = self.spec.block_size()
         prompt = (ID_LIMIT - 1,) * (2 * size)
         done = self.call(lambda: self.pair.insert(prompt, [self.spec.block_cached_at(prompt[:size]) or self.fresh_blocks(1)[0], self.fresh_blocks(1)[0]]))

@@ -33,9 +33,11 @@ BOUNDARIES = (2**7, 2**8, 2**15, 2**16, 2**31, ID_LIMIT - 1)
 BOUNDARY_VALUES: tuple[int, ...] = tuple(sorted({0, 1, 2} | {value + step for value in BOUNDARIES for step in (-1, 0, 1) if 0 <= value + step < ID_LIMIT}))
 """The values at and around every boundary, and the smallest ones (so that a value cut to 16 bits meets its twin)."""
 
-DEEP = 200
-WIDE = 100
-MANY_LOCKS = 100
+DEEP = 2**8 + 1
+WIDE = 2**8 + 1
+MANY_LOCKS = 2**8 + 1
+"""The extremes stage's paths are this deep in nodes, its nodes this wide and this often locked: past a count kept
+in a byte, signed or not (a depth, a table of children or a lock count of 8 bits; 2^7, a signed byte's, lies below)."""
 BIG_CACHE = 4096
 LONG_LIFE = 2**16
 MANY_TENANTS = 257
