@@ -1,7 +1,8 @@
 """One node of 2^16+ blocks: a 64k-token context at block size 1, split by an insert and by a match past 2^16.
 
 An engine that keeps an offset inside a node in 16 bits splits such a node in
-the wrong place, and nothing smaller shows it.  The spec cannot hold that node
+the wrong place, and one that keeps its count of cached blocks or tokens in 16
+bits reads it wrong (R9, read once the node holds the most); nothing smaller shows either.  The spec cannot hold that node
 itself: it keeps every cached prefix as a tuple of its own (R2), 2^16 prefixes
 of up to 2^16 tokens, some 17 GB.  So the node is checked against the spec at
 block size ``COARSE`` on the same tokens, where every block stands for
@@ -40,7 +41,7 @@ ID_START = 1000
 Result = TypeVar("Result")
 
 
-LONG_NODE_CALLS = 6
+LONG_NODE_CALLS = 9
 """The calls ``check_long_node`` makes."""
 
 
@@ -123,6 +124,9 @@ def check_long_node(factory: CacheFactory, rules: Rules, base: int, past: int) -
     def inserted(result: Inserted) -> list[BlockId]:
         return list(result.duplicates)
 
+    def counted(result: object) -> object:
+        return result if type(result) is int else f"{type(result).__name__} {result!r}"
+
     def matched(result: PrefixMatch) -> tuple[int, list[BlockId]]:
         return (result.matched_tokens, list(result.blocks))
 
@@ -152,6 +156,10 @@ def check_long_node(factory: CacheFactory, rules: Rules, base: int, past: int) -
     )
     if node_ending_at(by_insert) >= LONG_NODE:  # the upper part of the split, from the node's start: its offset inside the node
         reached.append(f"split by insert {LONG_NODE}+ blocks into a node")
+    # R9's counts of 2^16+ blocks (a count kept in 16 bits wraps): at block size 1 a token is a block.
+    counts = (("cached_blocks", spec.cached_blocks() * COARSE), ("cached_tokens", spec.cached_tokens()), ("evictable_blocks", spec.evictable_blocks() * COARSE))
+    for query, wanted in counts:
+        compare(f"{query} ({wanted})", wanted, attempt(getattr(target, query), counted))
     probe = prompt[:by_match] + ((prompt[by_match] + 1) % ID_LIMIT,)
     spec_found = spec.match_prefix(probe)
     compare(
