@@ -120,3 +120,22 @@ def test_a_count_of_cached_blocks_kept_in_16_bits_is_caught_at_the_node_of_2_16_
     with pytest.raises(LongNodeDisagreement) as caught:
         check_long_node(load_mutant(catalogue, wide), Rules(), base=7, past=1)
     assert caught.value.calls[-1].startswith("cached_blocks ") and caught.value.rule.startswith("R9"), caught.value
+
+
+BYTE_BLOCK_SIZES = {
+    "unsigned": "        self._tree = RadixTree(size & 0xFF or 1, rules)",
+    "signed": "        self._tree = RadixTree(abs(((size + 128) & 0xFF) - 128) or 1, rules)",
+}
+"""r03's edit (the block size kept in 4 bits) with the size kept in a byte: wrong at 256 (and, signed, at 128)
+alone of the sizes the call machine draws (``draws.BLOCK_SIZES``)."""
+
+
+@pytest.mark.parametrize("kind", BYTE_BLOCK_SIZES)
+def test_a_block_size_kept_in_a_byte_is_caught_by_the_call_machine_at_an_engine_size(kind: str, catalogue: Catalogue, tmp_path: Path) -> None:
+    """The counterexample's block size is the one the byte cannot hold, which shows the engine sizes caught it."""
+    in_a_byte = replace(catalogue.mutant("r03"), id=f"r03{kind}", replace=BYTE_BLOCK_SIZES[kind])
+    stage = run_stage("call machine", load_mutant(catalogue, in_a_byte), replace(RunPlan.of_profile("ci"), out_dir=tmp_path))
+    assert not stage.passed and stage.counterexample, f"a block size kept in a {kind} byte survived the call machine"
+    trace = read_trace(stage.counterexample)
+    assert trace.block_size in ((256,) if kind == "unsigned" else (128, 256)) and len(trace.driven_steps()) <= 3
+    assert main(["replay", stage.counterexample, "--target", "impl:RadixCache"]) == 0

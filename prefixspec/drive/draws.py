@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from spec.api import ID_LIMIT, Namespace
 from prefixspec.drive.coverage import BOUNDARY_VALUES
 
-BLOCK_SIZES = st.one_of(st.integers(1, 4), st.sampled_from([5, 7, 16, 17, 32]))
-"""Half the examples at 1-4 tokens a block (dense traffic finds the logic bugs), half at odd and engine sizes."""
+BLOCK_SIZES = st.one_of(st.integers(1, 4), st.sampled_from([5, 7, 16, 17, 32, 64, 128, 256]))
+"""Half the examples at 1-4 tokens a block (dense traffic finds the logic bugs), half at odd and engine sizes, up to
+2^7 and 2^8 (a block size kept in a byte, signed or not, is wrong there)."""
 
 EXTREME_BLOCK_SIZES = st.integers(1, 2)
 """The extremes stage's block sizes: a path DEEP nodes deep costs the spec depth squared times the block size
