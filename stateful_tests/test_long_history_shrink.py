@@ -238,6 +238,30 @@ def test_a_count_of_uses_is_cut_to_the_fewest_that_fail() -> None:
     assert first_disagreement(BLOCK, kept, RadixCache) is None
 
 
+class LookupsIn13Bits(RadixCache):
+    """impl whose count of lookups (R9) wraps at 2^13: only matches show it, and the fillers are matches."""
+
+    def match_prefix(self, tokens: Sequence[int], namespace: Namespace = None) -> PrefixMatch:
+        found = super().match_prefix(tokens, namespace=namespace)
+        self._lookups %= WRAP
+        return found
+
+
+def test_a_count_the_fillers_alone_carry_is_cut_to_fillers_alone() -> None:
+    """The wrap shows at a filler, so the cut keeps no real call: ``WRAP`` matches of one token, to within
+    ``filler_slack``, one repeat block (a cut that looked for the last real call among none failed here, as in a
+    scale run's, whose calls leave the takes of events to the lockstep).  Negative control: that many fillers
+    fewer passes."""
+    lines = ["a = insert [1 2 3] [10]", *noise(WRAP + 200, 1)]
+    history = [parse_call(line, number) for number, line in enumerate(lines, start=1)]
+    kept, disagreement = minimise(BLOCK, history, LookupsIn13Bits, time_budget=120.0)
+    slack = filler_slack(len(history))
+    assert WRAP <= len(kept) <= WRAP + slack and all(call.op == "match" and call.args == (FILLER_TOKENS,) for call in kept)
+    text = counterexample_trace(BLOCK, kept, disagreement, "lookups in 13 bits", "-").text()
+    assert len([line for line in text.splitlines() if line and not line.startswith("#")]) == 6, text  # header, size, rules, a block of one call
+    assert first_disagreement(BLOCK, without_first_fillers(kept, slack), LookupsIn13Bits) is None
+
+
 def test_a_cut_that_hollows_a_needed_call_is_refused(planted: CacheFactory, steps_cut: StepsCut) -> None:
     """Negative control: the history cut's first candidates keep the last real calls alone, which hollows the
     inserts of the two prefixes whose order the wrap reverses; that no longer fails, so the cut keeps them."""

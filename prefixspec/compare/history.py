@@ -329,6 +329,8 @@ def cut_history(
     if len(real_calls()) >= 2:
         delta_debug(real_calls(), hollow_all_but, deadline, thorough=False)
     if fill in best and not accepted([call for call in best if call != fill]):
-        accepted(best[: max(index for index, call in enumerate(best) if call != fill) + 1])  # the fillers after the last real call
+        real = [index for index, call in enumerate(best) if call != fill]
+        if real:  # none when the fillers alone fail, a count of lookups (R9) wrapping at one of them
+            accepted(best[: real[-1] + 1])  # the fillers after the last real call
         fewest_fillers()
     return best
