@@ -111,3 +111,29 @@ def test_a_huge_answer_is_cut_in_the_report_the_json_and_the_trace(name: str, tm
         assert written.stat().st_size < 1 << 20, written
         assert "more characters cut from this comment" in written.read_text(encoding="utf-8")
         read_trace(written)  # still a trace: only its comments were cut
+
+
+# A fault of the checker's while minimising ----------------------------------------------------------
+
+
+def test_a_fault_while_minimising_keeps_the_verdict_and_writes_the_calls_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checker that fails while cutting a counterexample (a fault of its own, not the cache's) still reports the
+    failure, says so, and writes the run's calls as they ran: the file replays failing on the cache, passing on impl."""
+    import prefixspec.running.counterexamples as counterexamples
+
+    def planted(*arguments: object, **named: object) -> None:
+        raise RuntimeError("a planted fault\nsecond line")
+
+    monkeypatch.setattr(counterexamples, "minimise", planted)
+    out = tmp_path / "out"
+    status, stdout, _ = run(["check", FAST_FAILURE, "--profile", "ci", "--out", str(out)], capsys)
+    assert status == 1 and "minimising its calls failed, a fault of the checker's, not of the cache: RuntimeError: a planted fault;" in stdout, stdout
+    written = sorted(out.glob("*.trace"))
+    assert [path.name for path in written] == ["call_machine.trace", "engine_machine.trace", "golden_trace.trace"]
+    for path in written:
+        assert "Not minimised" in path.read_text(encoding="utf-8")
+        assert main(["replay", str(path), "--target", FAST_FAILURE]) == 1, path
+        assert main(["replay", str(path), "--target", "impl:RadixCache"]) == 0, path
+    capsys.readouterr()

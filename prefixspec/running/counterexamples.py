@@ -10,6 +10,7 @@ import itertools
 import shlex
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import TextIO
 
 from spec.api import CacheFactory
@@ -50,17 +51,34 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
     except DoesNotReproduce:
         stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
         return
+    except Exception as error:  # a fault of the checker's own while minimising: the verdict stands, its calls are written whole
+        fault = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        stage.failure += f"\n(minimising its calls failed, a fault of the checker's, not of the cache: {fault}; the run's {len(calls)} calls are written as they ran)"
+        whole = Trace(trace.block_size, trace.steps, rules=trace.rules)
+        write_trace(stage, plan, lambda reproduce: whole_trace_text(whole, title, fault, reproduce), started)
+        return
     first_seen = stage.failure.splitlines()[0] if stage.failure else ""
     stage.rule = disagreement.rule
     stage.failure = f"{disagreement.describe()}\n(minimised to {len(kept)} of {len(calls)} calls; the run first saw it as: {first_seen})"
     stage.counterexample_calls = len(kept)
+    write_trace(stage, plan, lambda reproduce: counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text(), started)
+
+
+def whole_trace_text(whole: Trace, title: str, fault: str, reproduce: str) -> str:
+    """The run's calls as they ran, not minimised, since minimising them failed with ``fault``."""
+    whole.comments = [title, f"Not minimised: minimising failed ({fault}), a fault of the checker's.", f"Reproduce with: {reproduce}"]
+    return whole.text()
+
+
+def write_trace(stage: StageResult, plan: RunPlan, text_of: Callable[[str], str], started: float) -> None:
+    """The trace ``text_of(reproduce)`` written in a file claimed for it (``claimed_file``); the stage names it, or says why not."""
     path = Path()
     try:
         plan.out_dir.mkdir(parents=True, exist_ok=True)
         path, claimed = claimed_file(plan.out_dir, stage.name)
         claimed.close()
         reproduce = f"prefixspec replay {shlex.quote(str(path))} {plan.replay_arguments}"
-        write_whole(path, cut_long_comments(counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text()))
+        write_whole(path, cut_long_comments(text_of(reproduce)))
     except OSError as error:  # a full disk mid-run: the verdict stands, no half-written trace is left
         if path.name:
             path.unlink(missing_ok=True)
