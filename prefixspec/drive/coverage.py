@@ -105,6 +105,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "scale": (
         f"{BIG_CACHE}+ blocks cached",
         f"{LONG_LIFE}+ calls on one cache",
+        f"{LONG_LIFE}+ lookups on one cache",
     ),
 }
 
