@@ -26,7 +26,8 @@ is kept only when the replay still fails at the last call); then whole kinds of 
 delta debugging's complements (halves, quarters, ...), then the fillers
 themselves where the count was not what mattered, and where it was, the
 earliest of them, as many as still fail: a count of uses is cut to within a
-call of the fewest the bug needs (a clock in 13 bits: 8,193 calls).
+call of the fewest the bug needs (one in 4,096 of a longer history; a clock in
+13 bits: 8,193 calls).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from __future__ import annotations
 import itertools
 import shlex
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import TextIO
 
 from spec.api import CacheFactory
@@ -52,7 +52,8 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
         stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
         return
     except Exception as error:  # a fault of the checker's own while minimising: the verdict stands, its calls are written whole
-        fault = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        fault = f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
         stage.failure += f"\n(minimising its calls failed, a fault of the checker's, not of the cache: {fault}; the run's {len(calls)} calls are written as they ran)"
         whole = Trace(trace.block_size, trace.steps, rules=trace.rules)
         write_trace(stage, plan, lambda reproduce: whole_trace_text(whole, title, fault, reproduce), started)
