@@ -48,7 +48,7 @@ if long_node is not None:  # a fixed part of the extremes that older trees lack:
             return long_node(*arguments, **named)
         finally:
             apart["cpu"] += time.process_time() - started
-            apart["calls"] += stages.LONG_NODE_CALLS
+            apart["calls"] += stages.LONG_NODE_CALLS + (getattr(stages, "LONG_NODE_COUNT_READS", 0) if named.get("read_counts") else 0)
     stages.check_long_node = timed_long_node
 cpu, wall = time.process_time(), time.perf_counter()
 stage = STAGES[stage_name](factory, plan)

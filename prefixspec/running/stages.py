@@ -32,7 +32,7 @@ from spec.api import CacheFactory, TargetFailure
 from prefixspec.formats.trace import Trace
 from prefixspec.drive.coverage import Coverage, required_events
 from prefixspec.drive.golden import golden_trace
-from prefixspec.drive.long_node import LONG_NODE_CALLS, LongNodeDisagreement, check_long_node
+from prefixspec.drive.long_node import LONG_NODE_CALLS, LONG_NODE_COUNT_READS, LongNodeDisagreement, check_long_node
 from prefixspec.drive.machines import (
     CALLS_PER_EXAMPLE,
     ENGINE_STEPS_PER_EXAMPLE,
@@ -163,8 +163,16 @@ def run_scale_stage(target: CacheFactory, plan: RunPlan) -> StageResult:
         left = plan.scale_budget - (time.process_time() - cpu_started)
         run = run_scale(target, plan.rules, coverage, seed=plan.seed or 0, budget=left)
         stage.calls, stage.engine_steps = run.calls, run.engine_steps
+        # Counts past 2^16 blocks (kept in 16 bits), which the run's 5,120-block pool cannot hold.
+        check_long_node(target, plan.rules, base=(plan.seed or 0) % 2**32, past=1, read_counts=True)
+        stage.calls += LONG_NODE_CALLS + LONG_NODE_COUNT_READS
     except TargetFailure as failure:
         return aborted_stage(stage, started, failure)
+    except LongNodeDisagreement as disagreement:  # no trace to replay: the spec cannot hold the node at block size 1
+        stage.passed = False
+        stage.failure, stage.rule = str(disagreement), disagreement.rule
+        stage.seconds = stage.seconds_to_failure = stage.seconds_to_report = time.perf_counter() - started
+        return stage
     except StageTooSlow as failure:
         stage.passed = False
         stage.failure = f"too slow for the scale stage: {failure}, past its budget of {plan.scale_budget:,.0f} s. How each call grows:\n" + "\n".join(stage.notes)
