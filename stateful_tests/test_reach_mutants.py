@@ -15,6 +15,7 @@ import pytest
 
 from prefixspec.commands.main import main
 from prefixspec.drive.long_node import LongNodeDisagreement, check_long_node
+from prefixspec.drive.scale import ScaleRun
 from prefixspec.formats.trace import read_trace
 from prefixspec.running.stages import RunPlan, run_stage
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, Catalogue, load_mutant, read_catalogue
@@ -120,6 +121,20 @@ def test_a_count_of_cached_blocks_kept_in_16_bits_is_caught_at_the_node_of_2_16_
     with pytest.raises(LongNodeDisagreement) as caught:
         check_long_node(load_mutant(catalogue, wide), Rules(), base=7, past=1, read_counts=True)
     assert caught.value.calls[-1].startswith("cached_blocks ") and caught.value.rule.startswith("R9"), caught.value
+
+
+def test_the_scale_stage_reads_the_long_nodes_counts_after_its_run(catalogue: Catalogue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scale stage itself catches the count kept in 16 bits, after its run (here a stub that agreed at once, to
+    keep the test short); the stage's report is the long node's, with its rule.  Negative control: impl passes it."""
+    import prefixspec.running.stages as stages
+
+    monkeypatch.setattr(stages, "run_scale", lambda *arguments, **named: ScaleRun(calls=1))
+    narrow = catalogue.mutant("r08")
+    wide = replace(narrow, id="r08u16", replace=narrow.replace.replace("0xFFF\n", "0xFFFF\n"))
+    plan = RunPlan.of_profile("dev")
+    stage = run_stage("scale", load_mutant(catalogue, wide), plan)
+    assert not stage.passed and "`cached_blocks (" in stage.failure and stage.rule.startswith("R9"), stage.failure
+    assert run_stage("scale", load_mutant(catalogue, None), plan).failure == ""
 
 
 BYTE_BLOCK_SIZES = {
