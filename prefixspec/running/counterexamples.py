@@ -55,8 +55,7 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
         first_line = (str(error).strip().splitlines() or [""])[0]
         fault = f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
         stage.failure += f"\n(minimising its calls failed, a fault of the checker's, not of the cache: {fault}; the run's {len(calls)} calls are written as they ran)"
-        whole = Trace(trace.block_size, trace.steps, rules=trace.rules)
-        write_trace(stage, plan, lambda reproduce: whole_trace_text(whole, title, fault, reproduce), started)
+        write_trace(stage, plan, lambda reproduce: whole_trace_text(trace, title, fault, reproduce), started)
         return
     first_seen = stage.failure.splitlines()[0] if stage.failure else ""
     stage.rule = disagreement.rule
@@ -65,10 +64,10 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
     write_trace(stage, plan, lambda reproduce: counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text(), started)
 
 
-def whole_trace_text(whole: Trace, title: str, fault: str, reproduce: str) -> str:
+def whole_trace_text(trace: Trace, title: str, fault: str, reproduce: str) -> str:
     """The run's calls as they ran, not minimised, since minimising them failed with ``fault``."""
-    whole.comments = [title, f"Not minimised: minimising failed ({fault}), a fault of the checker's.", f"Reproduce with: {reproduce}"]
-    return whole.text()
+    comments = [title, f"Not minimised: minimising failed ({fault}), a fault of the checker's.", f"Reproduce with: {reproduce}"]
+    return Trace(trace.block_size, trace.steps, comments, trace.rules).text()
 
 
 def write_trace(stage: StageResult, plan: RunPlan, text_of: Callable[[str], str], started: float) -> None:

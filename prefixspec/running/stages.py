@@ -126,11 +126,7 @@ def run_extremes(target: CacheFactory, plan: RunPlan) -> StageResult:
     except TargetFailure as failure:
         return aborted_stage(StageResult("extremes", False, 0.0), started, failure)
     except LongNodeDisagreement as disagreement:
-        stage = StageResult("extremes", False, 0.0, examples=1, calls=len(disagreement.calls))
-        stage.failure = str(disagreement)
-        stage.rule = disagreement.rule
-        stage.seconds = stage.seconds_to_failure = stage.seconds_to_report = time.perf_counter() - started
-        return stage
+        return long_node_failure(StageResult("extremes", False, 0.0, examples=1, calls=len(disagreement.calls)), started, disagreement)
     tally = RunTally(progress=Progress(plan.progress, "extremes"))
     tally.coverage.note_many(reached)
     tally.calls += LONG_NODE_CALLS
@@ -168,11 +164,8 @@ def run_scale_stage(target: CacheFactory, plan: RunPlan) -> StageResult:
         stage.calls += LONG_NODE_CALLS + LONG_NODE_COUNT_READS
     except TargetFailure as failure:
         return aborted_stage(stage, started, failure)
-    except LongNodeDisagreement as disagreement:  # no trace to replay: the spec cannot hold the node at block size 1
-        stage.passed = False
-        stage.failure, stage.rule = str(disagreement), disagreement.rule
-        stage.seconds = stage.seconds_to_failure = stage.seconds_to_report = time.perf_counter() - started
-        return stage
+    except LongNodeDisagreement as disagreement:
+        return long_node_failure(stage, started, disagreement)
     except StageTooSlow as failure:
         stage.passed = False
         stage.failure = f"too slow for the scale stage: {failure}, past its budget of {plan.scale_budget:,.0f} s. How each call grows:\n" + "\n".join(stage.notes)
@@ -288,6 +281,15 @@ def aborted_stage(stage: StageResult, started: float, failure: TargetFailure) ->
     stage.failure = str(failure)
     stage.counterexample = ""
     stage.seconds = stage.seconds_to_failure = time.perf_counter() - started
+    return stage
+
+
+def long_node_failure(stage: StageResult, started: float, disagreement: LongNodeDisagreement) -> StageResult:
+    """``stage`` failed at the node of 2^16+ blocks: its report is the disagreement, with the calls written out and
+    no trace to replay (the spec cannot hold that node at block size 1)."""
+    stage.passed = False
+    stage.failure, stage.rule = str(disagreement), disagreement.rule
+    stage.seconds = stage.seconds_to_failure = stage.seconds_to_report = time.perf_counter() - started
     return stage
 
 
