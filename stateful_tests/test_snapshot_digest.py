@@ -172,12 +172,30 @@ class LyingDigest(RadixCache):
 def test_a_digest_that_lies_is_caught_by_the_full_comparison_within_full_every_calls() -> None:
     pair = Lockstep(SpecCache(1), LyingDigest(1))
     assert pair.digest
-    node = pair.insert([1, 2], [1, 2]).node
+    node = pair.insert([1, 2], [1, 2]).node  # the first comparison, a full one: no lock yet, nothing to lie about
     pair.lock(node)
     with pytest.raises(Disagreement, match="R6, the locks"):
         for _ in range(pair.full_every):
             pair.stats()
-    assert pair.comparisons == pair.full_every
+    assert pair.comparisons == 1 + pair.full_every
+
+
+class NoSnapshot(RadixCache):
+    """A cache whose digest is honest but which cannot make a snapshot at all."""
+
+    def snapshot(self) -> Snapshot:
+        return None  # type: ignore[return-value]  # the target's mistake under test
+
+
+def test_a_snapshot_the_target_cannot_make_fails_the_first_call() -> None:
+    """The first comparison is a full one: a run finds it at its first call, not at its 257th (the call machine ran
+    88 examples before one reached that far).  Its control is the lying digest above: a lie that starts after the
+    first call waits for the next full comparison."""
+    pair = Lockstep(SpecCache(1), NoSnapshot(1))
+    assert pair.digest
+    with pytest.raises(Disagreement, match="R11, the snapshot"):
+        pair.insert([1, 2], [1, 2])
+    assert pair.comparisons == 1
 
 
 def test_a_replay_compares_in_full_at_its_end_so_the_lie_shrinks_to_its_calls() -> None:
@@ -218,7 +236,7 @@ def test_a_digest_that_differs_falls_back_so_an_unobservable_order_still_passes(
     pair.insert([1], [5])
     pair.insert([2, 3, 9], [6, 7, 10])  # no Disagreement
     assert pair.evict(2) == [5, 8]
-    assert pair.digest_misses == pair.comparisons
+    assert pair.digest_misses == pair.comparisons - 1  # the first comparison is a full one, its digests unread
 
 
 def test_a_digest_that_differs_falls_back_so_an_observable_difference_still_fails() -> None:

@@ -10,9 +10,11 @@ result, so the calls up to a disagreement are a ready counterexample trace.
 A target that keeps a snapshot digest (``spec.api.DIGEST_FEATURE``, declared in its features) is compared
 by its digest after a call: equal digests are equal states, at a cost independent of the caches' size.  A
 digest that differs is no verdict: the two snapshots are built and compared as for any target, so a cache
-whose state differs only in an order no call observes (``compare.observable``) still passes; and every
-``full_every``-th comparison is a full one whatever the digests say, against the spec's snapshot built from
-scratch, a backstop against a collision of the 64-bit digests.
+whose state differs only in an order no call observes (``compare.observable``) still passes; and the first
+comparison and every ``full_every``-th after it is a full one whatever the digests say, against the spec's
+snapshot built from scratch, a backstop against a collision of the 64-bit digests.  The first is full so that
+a snapshot the target cannot make at all (None, a dict, one whose ``==`` raises) fails a run at its first call,
+where a cache holds next to nothing, and not only at its 257th.
 
 A target that publishes KV events (R13) is asked for them as a router polls:
 after every ``take_every``-th insert or evict, refused ones counted too (a
@@ -117,7 +119,7 @@ Observer = Callable[[Call, PrefixCacheError | None, object, SpecReading, SpecRea
 state around it."""
 
 FULL_EVERY = 256
-"""Of the comparisons by digest, every this-many-th is a full one (``Lockstep.full_every``).
+"""Of the comparisons by digest, the first and every this-many-th after it is a full one (``Lockstep.full_every``).
 
 The backstop is for a digest whose bookkeeping lies (a change the target made but never marked), not for a
 collision of two honest 64-bit digests; such a lie shows at the next full comparison, and a shrunk
@@ -299,13 +301,13 @@ class Lockstep(CallThrough):
             raise Disagreement(self.trace(), "block size", wanted, got, "R1, the block size")
 
     def check_snapshots(self, reference: SpecCache, target: PrefixCache, *, refused: bool = False, full: bool = False) -> None:
-        """The two snapshots after a call, by their digests where the target keeps one but every ``full_every``-th
-        time (or when ``full``: at the end of a replay); a difference after a call the spec refused breaks R10.
-        With events, the mirror too."""
+        """The two snapshots after a call, by their digests where the target keeps one but the first time and
+        every ``full_every``-th after it (or when ``full``: at the end of a replay); a difference after a call the
+        spec refused breaks R10.  With events, the mirror too."""
         if self.events and self.steps and self.steps.calls[-1].op == TAKE_EVENTS.op:
             self.check_mirror()
         self.comparisons += 1
-        full = full or self.comparisons % self.full_every == 0
+        full = full or self.comparisons % self.full_every == 1 % self.full_every  # the 1st, the (1 + full_every)th...
         if self.digest and not full:
             if self.digests_agree(reference, target):
                 return
