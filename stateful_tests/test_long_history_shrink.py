@@ -96,7 +96,7 @@ def test_hollowed_keeps_the_ticks_and_drops_the_locks_of_what_went() -> None:
 def test_a_clock_overflow_is_cut_to_a_handful_of_lines(planted: CacheFactory) -> None:
     calls = long_history()
     assert first_disagreement(BLOCK, calls, planted) is not None
-    kept, disagreement = minimise(BLOCK, calls, planted, time_budget=120.0)
+    kept, disagreement, _ = minimise(BLOCK, calls, planted, time_budget=120.0)
     text = cut_long_comments(counterexample_trace(BLOCK, kept, disagreement, "a clock in 13 bits", "-").text())
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert len(lines) <= 16, text
@@ -172,7 +172,7 @@ def steps_cut(planted: CacheFactory) -> Iterator[StepsCut]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(shrink, "first_disagreement", counted)
-        kept, disagreement = minimise(BLOCK, calls, planted, time_budget=120.0, steps=steps)
+        kept, disagreement, _ = minimise(BLOCK, calls, planted, time_budget=120.0, steps=steps)
     yield StepsCut(calls, kept, disagreement, replayed)
 
 
@@ -232,7 +232,7 @@ def test_a_count_of_uses_is_cut_to_the_fewest_that_fail() -> None:
     lines = ["a = insert [1 2 3] [10]", *noise(6000, 1), "hit = match [1 2 9]"]
     history = [parse_call(line, number) for number, line in enumerate(lines, start=1)]
     calls, steps = failing_steps(history, HitsUncountedAfter)
-    kept, _ = minimise(BLOCK, calls, HitsUncountedAfter, time_budget=120.0, steps=steps)
+    kept, _, _ = minimise(BLOCK, calls, HitsUncountedAfter, time_budget=120.0, steps=steps)
     assert COUNTED + 2 <= len(kept) <= COUNTED + 3
     assert filler_slack(len(calls)) == 1 and first_disagreement(BLOCK, without_first_fillers(kept, 1), HitsUncountedAfter) is None
     assert first_disagreement(BLOCK, kept, RadixCache) is None
@@ -254,7 +254,7 @@ def test_a_count_the_fillers_alone_carry_is_cut_to_fillers_alone() -> None:
     fewer passes."""
     lines = ["a = insert [1 2 3] [10]", *noise(WRAP + 200, 1)]
     history = [parse_call(line, number) for number, line in enumerate(lines, start=1)]
-    kept, disagreement = minimise(BLOCK, history, LookupsIn13Bits, time_budget=120.0)
+    kept, disagreement, _ = minimise(BLOCK, history, LookupsIn13Bits, time_budget=120.0)
     slack = filler_slack(len(history))
     assert WRAP <= len(kept) <= WRAP + slack and all(call.op == "match" and call.args == (FILLER_TOKENS,) for call in kept)
     text = counterexample_trace(BLOCK, kept, disagreement, "lookups in 13 bits", "-").text()

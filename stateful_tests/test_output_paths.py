@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,9 @@ import pytest
 from prefixspec.commands.main import main
 from prefixspec.commands.options import output_file, output_folder
 from prefixspec.errors import UsageError
-from prefixspec.formats.trace import read_trace
+from prefixspec.formats.trace import Step, read_trace
+from prefixspec.vocabulary import Call
+from spec.api import CacheFactory, Rules
 from prefixspec.running.report import LONGEST_LINE, cut_line, cut_long_comments, cut_long_lines
 from stateful_tests.test_robustness import run
 
@@ -136,4 +139,38 @@ def test_a_fault_while_minimising_keeps_the_verdict_and_writes_the_calls_whole(
         assert "Not minimised" in path.read_text(encoding="utf-8")
         assert main(["replay", str(path), "--target", FAST_FAILURE]) == 1, path
         assert main(["replay", str(path), "--target", "impl:RadixCache"]) == 0, path
+    capsys.readouterr()
+
+
+# A minimising that its time budget ends ------------------------------------------------------------
+
+
+def test_a_minimising_its_budget_ended_says_so_in_the_report_and_the_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cut keeps calls that fail, but once its budget runs out they are not shown minimal (a faster machine may
+    cut further): the report and the trace's header say so, and the trace still replays failing.  The control: the
+    same check with the budget it has finishes its cut and says nothing of a budget."""
+    import prefixspec.running.counterexamples as counterexamples
+    from prefixspec.compare.shrink import Minimised, minimise
+
+    arguments = ["check", FAST_FAILURE, "--profile", "ci", "--stage", "golden trace"]
+    status, stdout, _ = run([*arguments, "--out", str(tmp_path / "whole"), "--json", str(tmp_path / "whole.json")], capsys)
+    assert status == 1 and "minimised to 1 of " in stdout and "budget ran out" not in stdout, stdout
+    assert [stage["counterexample_cut_short"] for stage in json.loads((tmp_path / "whole.json").read_text())["stages"]] == [False]
+    assert "budget ran out" not in (tmp_path / "whole" / "golden_trace.trace").read_text(encoding="utf-8")
+
+    def no_time(
+        block_size: int, calls: Sequence[Call], target: CacheFactory, rules: Rules = Rules(), *, time_budget: float = 60.0, steps: Sequence[Step] | None = None
+    ) -> Minimised:
+        return minimise(block_size, calls, target, rules, time_budget=0.0, steps=steps)
+
+    monkeypatch.setattr(counterexamples, "minimise", no_time)
+    out = tmp_path / "out"
+    status, stdout, _ = run([*arguments, "--out", str(out), "--json", str(tmp_path / "cut.json")], capsys)
+    assert status == 1 and "budget ran out: the shortest found by then, not shown minimal" in stdout, stdout
+    assert [stage["counterexample_cut_short"] for stage in json.loads((tmp_path / "cut.json").read_text())["stages"]] == [True]
+    text = (out / "golden_trace.trace").read_text(encoding="utf-8")
+    assert "The minimising stopped when its 50 s budget ran out: the shortest found by then, not shown minimal." in text, text
+    assert main(["replay", str(out / "golden_trace.trace"), "--target", FAST_FAILURE]) == 1
     capsys.readouterr()

@@ -102,7 +102,7 @@ def test_a_count_of_blocks_is_cut_to_its_inserts_joined(planted: CacheFactory) -
     found = first_disagreement(BLOCK, calls, planted)
     assert found is not None and found.trace.steps[-1].call.op == "cached_blocks"
     handed = [step.call for step in found.trace.steps]
-    kept, disagreement = minimise(BLOCK, handed, planted, time_budget=120.0, steps=found.trace.steps)
+    kept, disagreement, _ = minimise(BLOCK, handed, planted, time_budget=120.0, steps=found.trace.steps)
     text = cut_long_comments(counterexample_trace(BLOCK, kept, disagreement, "a count in 6 bits", "-").text())
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert len(lines) <= 6, text

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from spec.api import CacheFactory, PrefixCacheError, Rules
 from spec.model import SpecCache
@@ -94,7 +95,7 @@ def minimise(
     *,
     time_budget: float = 60.0,
     steps: Sequence[Step] | None = None,
-) -> tuple[list[Call], Disagreement]:
+) -> Minimised:
     """The fewest calls, kept in order, on which ``target`` still disagrees with the spec.
 
     ``calls`` must disagree to begin with.  Delta debugging (``delta_debug``);
@@ -103,7 +104,7 @@ def minimise(
     replaced by fillers that keep the clock's count), and what is left, when
     short, by delta debugging.  Stops improving after ``time_budget`` seconds
     and returns the best found so far: of a long run, from the start, every
-    replay stopped at the deadline.
+    replay stopped at the deadline; ``stopped_at_budget`` then says so.
 
     ``steps``, the run that found ``calls`` failing (its ``Disagreement.trace.steps``, with the spec's results),
     spares a long run its first replay: the history is cut from them at once, and ``calls`` are replayed whole,
@@ -141,7 +142,16 @@ def minimise(
             deadline = time.monotonic() + time_budget  # a short run's budget is its cut's alone
     if len(best) <= LONG_TRACE:
         best = delta_debug(best, still_fails, deadline)
-    return best, found
+    return Minimised(best, found, time.monotonic() >= deadline)
+
+
+class Minimised(NamedTuple):
+    """What ``minimise`` kept, the disagreement they end with, and whether its time budget, not the cut, ended it
+    (the calls still fail, but a longer budget, or a faster machine, may cut them further)."""
+
+    calls: list[Call]
+    disagreement: Disagreement
+    stopped_at_budget: bool
 
 
 def replayed_calls(calls: Sequence[Call], disagreement: Disagreement) -> int:

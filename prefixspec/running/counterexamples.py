@@ -47,7 +47,7 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
     if len(calls) > LONG_TRACE:
         budget = max(budget, LONG_CUT_SHARE * plan.report_within)
     try:  # the stage's steps spare a long run its first replay (a scale run: 100,000 calls, seconds)
-        kept, disagreement = minimise(trace.block_size, calls, target, plan.rules, time_budget=budget, steps=trace.steps)
+        kept, disagreement, stopped_at_budget = minimise(trace.block_size, calls, target, plan.rules, time_budget=budget, steps=trace.steps)
     except DoesNotReproduce:
         stage.failure += "\n(the calls alone do not reproduce it: the cache may depend on something besides its calls)"
         return
@@ -59,9 +59,17 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
         return
     first_seen = stage.failure.splitlines()[0] if stage.failure else ""
     stage.rule = disagreement.rule
-    stage.failure = f"{disagreement.describe()}\n(minimised to {len(kept)} of {len(calls)} calls; the run first saw it as: {first_seen})"
+    budget_note = budget_words(budget) if stopped_at_budget else ""
+    stage.failure = f"{disagreement.describe()}\n(minimised to {len(kept)} of {len(calls)} calls{budget_note}; the run first saw it as: {first_seen})"
     stage.counterexample_calls = len(kept)
-    write_trace(stage, plan, lambda reproduce: counterexample_trace(trace.block_size, kept, disagreement, title, reproduce).text(), started)
+    stage.counterexample_cut_short = stopped_at_budget
+    headed = f"{title} The minimising stopped{budget_note[1:]}." if stopped_at_budget else title
+    write_trace(stage, plan, lambda reproduce: counterexample_trace(trace.block_size, kept, disagreement, headed, reproduce).text(), started)
+
+
+def budget_words(budget: float) -> str:
+    """What a report says of a minimising that its time budget ended: the calls fail, but are not shown minimal."""
+    return f", when its {budget:.0f} s budget ran out: the shortest found by then, not shown minimal"
 
 
 def whole_trace_text(trace: Trace, title: str, fault: str, reproduce: str) -> str:

@@ -63,6 +63,8 @@ class HuntResult:
     seconds: float = 0.0
     counterexample: str = ""
     counterexample_calls: int = 0
+    counterexample_cut_short: bool = False
+    """Its minimising ended when its time budget ran out (``StageResult.counterexample_cut_short``)."""
     write_error: str = ""
     """Where its counterexample could not be written, and why (a full disk): the trace is left out, not half-written."""
 
@@ -139,6 +141,7 @@ def hunt_mutant(catalogue: Catalogue, mutant: Mutant, plan: HuntPlan) -> HuntRes
             else:
                 result.counterexample = str(kept)
             result.counterexample_calls = shortest.counterexample_calls
+            result.counterexample_cut_short = shortest.counterexample_cut_short
     result.seconds = time.perf_counter() - started
     return result
 
@@ -259,6 +262,8 @@ def table(results: list[HuntResult]) -> str:
         first = "-" if result.seconds_to_first_failure is None else f"{result.seconds_to_first_failure:.2f} s"
         report = "-" if result.seconds_to_report is None else f"{result.seconds_to_report:.2f} s"
         calls = f"{result.counterexample_calls} calls" if result.counterexample else f"not written ({result.write_error})" if result.write_error else "-"
+        if result.counterexample and result.counterexample_cut_short:
+            calls += " (its budget ran out: not shown minimal)"
         seed = ", ".join(result.seed_killers) or "none"
         if result.missed_seed_tests:
             seed += f" (expected also: {', '.join(result.missed_seed_tests)})"

@@ -89,6 +89,8 @@ class StageResult:
     failure: str = ""
     counterexample: str = ""
     counterexample_calls: int = 0
+    counterexample_cut_short: bool = False
+    """Its minimising ended when its time budget ran out: the calls fail, but are not shown minimal."""
     seconds_to_failure: float = 0.0
     seconds_to_report: float = 0.0
     """From the stage's start to its minimised counterexample written."""
@@ -203,6 +205,7 @@ class CheckReport:
                     "failure": cut_long_lines(stage.failure),
                     "counterexample": stage.counterexample or None,
                     "counterexample_calls": stage.counterexample_calls,
+                    "counterexample_cut_short": stage.counterexample_cut_short,
                     "seconds_to_failure": round(stage.seconds_to_failure, 3),
                     "seconds_to_report": round(stage.seconds_to_report, 3),
                     "rule": stage.rule or None,
