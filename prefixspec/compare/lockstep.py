@@ -307,7 +307,7 @@ class Lockstep(CallThrough):
         if self.events and self.steps and self.steps.calls[-1].op == TAKE_EVENTS.op:
             self.check_mirror()
         self.comparisons += 1
-        full = full or self.comparisons % self.full_every == 1 % self.full_every  # the 1st, the (1 + full_every)th...
+        full = full or (self.comparisons - 1) % self.full_every == 0  # the 1st, the (1 + full_every)th...
         if self.digest and not full:
             if self.digests_agree(reference, target):
                 return

@@ -59,17 +59,17 @@ def write_counterexample(stage: StageResult, trace: Trace, target: CacheFactory,
         return
     first_seen = stage.failure.splitlines()[0] if stage.failure else ""
     stage.rule = disagreement.rule
-    budget_note = budget_words(budget) if stopped_at_budget else ""
+    budget_note = f", {budget_words(budget)}" if stopped_at_budget else ""
     stage.failure = f"{disagreement.describe()}\n(minimised to {len(kept)} of {len(calls)} calls{budget_note}; the run first saw it as: {first_seen})"
     stage.counterexample_calls = len(kept)
     stage.counterexample_cut_short = stopped_at_budget
-    headed = f"{title} The minimising stopped{budget_note[1:]}." if stopped_at_budget else title
+    headed = f"{title} The minimising stopped {budget_words(budget)}." if stopped_at_budget else title
     write_trace(stage, plan, lambda reproduce: counterexample_trace(trace.block_size, kept, disagreement, headed, reproduce).text(), started)
 
 
 def budget_words(budget: float) -> str:
     """What a report says of a minimising that its time budget ended: the calls fail, but are not shown minimal."""
-    return f", when its {budget:.0f} s budget ran out: the shortest found by then, not shown minimal"
+    return f"when its {budget:.0f} s budget ran out: the shortest found by then, not shown minimal"
 
 
 def whole_trace_text(trace: Trace, title: str, fault: str, reproduce: str) -> str:
