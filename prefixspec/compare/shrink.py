@@ -19,7 +19,7 @@ from prefixspec.formats.trace import FOREIGN, Step, Trace, UnresolvedHandle
 from prefixspec.compare.delta import delta_debug as delta_debug  # re-exported: where it was first
 from prefixspec.compare.history import cut_history
 from prefixspec.compare.lockstep import Disagreement, Lockstep
-from prefixspec.vocabulary import TAKE_EVENTS, Call
+from prefixspec.vocabulary import TAKE_EVENTS, Call, calls_count
 
 
 def handles_resolve(calls: Sequence[Call]) -> bool:
@@ -165,10 +165,6 @@ def replayed_calls(calls: Sequence[Call], disagreement: Disagreement) -> int:
 def driven_calls(disagreement: Disagreement) -> int:
     """The calls made up to the disagreement, less the ``take_events`` the lockstep made itself."""
     return sum(1 for step in disagreement.trace.steps if step.call.op != TAKE_EVENTS.op)
-
-
-def calls_count(calls: int) -> str:
-    return f"{calls} call" if calls == 1 else f"{calls} calls"
 
 
 def takes_note(takes: int) -> str:

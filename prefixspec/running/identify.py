@@ -29,6 +29,7 @@ from hypothesis import settings
 from spec.api import RULE_FIELDS, RULE_PRESETS, CacheFactory, RuleField, Rules, rules_problem
 from prefixspec.running.report import CheckReport, StageResult
 from prefixspec.running.stages import RunPlan, clear_counterexamples, opened_report, run_check, run_stage
+from prefixspec.vocabulary import calls_count
 
 PROBE_STAGES = ("golden trace", "call machine")
 """The stages that probe a rule set while searching: a wrong rule set fails them in a few calls."""
@@ -70,7 +71,7 @@ class Verdict:
         if stage is None:
             return "differs"
         if stage.counterexample:
-            return f"differs: {stage.counterexample_calls} calls, {stage.rule or 'see the trace'}; {stage.counterexample}"
+            return f"differs: {calls_count(stage.counterexample_calls)}, {stage.rule or 'see the trace'}; {stage.counterexample}"
         return f"differs: {stage.failure.splitlines()[0] if stage.failure else stage.name}"
 
 

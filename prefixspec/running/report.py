@@ -13,6 +13,7 @@ from typing import TextIO
 
 from spec.api import RULE_FIELDS, Rules
 from prefixspec.drive.machines import RunTally
+from prefixspec.vocabulary import calls_count
 
 
 LONGEST_LINE = 20_000
@@ -174,7 +175,7 @@ class CheckReport:
                 lines.append("    " + cut_long_lines(stage.failure).replace("\n", "\n    "))
                 if stage.counterexample:
                     lines.append(
-                        f"    counterexample: {stage.counterexample} ({stage.counterexample_calls} calls); "
+                        f"    counterexample: {stage.counterexample} ({calls_count(stage.counterexample_calls)}); "
                         f"reproduce with: prefixspec replay {shlex.quote(stage.counterexample)} {self.replay_target}"
                     )
         lines.append(f"result: {'PASSED' if self.passed else 'FAILED'} in {self.seconds:.1f} s")

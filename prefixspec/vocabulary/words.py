@@ -87,6 +87,11 @@ LONGEST_NUMBER = 4000
 """Digits a number may have; Python refuses to read longer ones, and no cache has such an id."""
 
 
+def calls_count(calls: int) -> str:
+    """A number of calls as reports say it: ``1 call``, ``3 calls``, ``65,542 calls``."""
+    return f"{calls:,} call" if calls == 1 else f"{calls:,} calls"
+
+
 def read_int(text: str, *, signed: bool = False) -> int | None:
     """``text`` as a whole number of ASCII digits (``-`` first when ``signed``), else None."""
     if not (_SIGNED if signed else _DIGITS).match(text) or len(text) > LONGEST_NUMBER:
