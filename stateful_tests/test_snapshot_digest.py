@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
@@ -27,6 +28,8 @@ from impl import RadixCache
 from spec.api import DIGEST_FEATURE, RULE_PRESETS, NodeId, NodeView, PrefixCacheError, Rules, Snapshot
 from spec.model import SpecCache
 from prefixspec.running.identify import every_rule_set
+from prefixspec.running.report import CheckReport
+from prefixspec.running.stages import RunPlan, run_stage
 from prefixspec.compare.lockstep import Disagreement, Lockstep
 from prefixspec.compare.shrink import first_disagreement
 from prefixspec.vocabulary import FEATURES, Call, features_of
@@ -212,7 +215,7 @@ def test_without_the_backstop_the_lie_would_pass() -> None:
     pair.lock(pair.insert([1, 2], [1, 2]).node)
     for _ in range(200):
         pair.stats()
-    assert pair.digest_misses == 0
+    assert pair.digests.misses == 0
 
 
 class WrongDigest(CounterTree):
@@ -236,7 +239,7 @@ def test_a_digest_that_differs_falls_back_so_an_unobservable_order_still_passes(
     pair.insert([1], [5])
     pair.insert([2, 3, 9], [6, 7, 10])  # no Disagreement
     assert pair.evict(2) == [5, 8]
-    assert pair.digest_misses == pair.comparisons - 1  # the first comparison is a full one, its digests unread
+    assert pair.digests.misses == pair.digests.comparisons == pair.comparisons - 1  # the first is a full one, its digests unread
 
 
 def test_a_digest_that_differs_falls_back_so_an_observable_difference_still_fails() -> None:
@@ -270,3 +273,28 @@ def test_the_digest_is_used_only_where_it_is_declared_and_can_be_read() -> None:
     assert not Lockstep(SpecCache(1), without_call).digest
     assert Lockstep(SpecCache(1), RadixCache(1)).digest
     assert DIGEST_FEATURE not in FEATURES, "an engine over the pipe cannot declare it: the handshake keeps only FEATURES"
+
+
+class StaleAfterLock(RadixCache):
+    """impl with a digest that misses a lock's change (the node's term is not marked): its answers and snapshots
+    stay right, its digest stale until a later call marks the node."""
+
+    def lock(self, node: NodeId) -> None:
+        super().lock(node)
+        self.tree().restamped.discard(node)
+
+
+def test_a_stage_reports_how_often_the_digest_differed_where_the_snapshots_agreed() -> None:
+    """A digest that misses a change costs a comparison of whole snapshots at every call it stays wrong, never a
+    verdict: the stage passes and its report, and JSON, say how often.  Control: impl's digest, never off."""
+    plan = replace(RunPlan.of_profile("dev"), require_coverage=False)
+    stale = run_stage("call machine", StaleAfterLock, plan)
+    assert stale.passed, stale.failure
+    assert 0 < stale.digest_misses < stale.digest_comparisons
+    report = CheckReport("stale", "dev", None, [stale])
+    assert f"it differed from the spec's at {stale.digest_misses:,} of the {stale.digest_comparisons:,} comparisons" in report.summary()
+    shown = cast(list[dict[str, object]], report.as_json()["stages"])[0]
+    assert (shown["digest_comparisons"], shown["digest_misses"]) == (stale.digest_comparisons, stale.digest_misses)
+    honest = run_stage("call machine", RadixCache, plan)
+    assert honest.passed and honest.digest_comparisons > 0 and honest.digest_misses == 0
+    assert "snapshot digest" not in CheckReport("impl", "dev", None, [honest]).summary()

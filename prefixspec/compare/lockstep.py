@@ -14,7 +14,10 @@ whose state differs only in an order no call observes (``compare.observable``) s
 comparison and every ``full_every``-th after it is a full one whatever the digests say, against the spec's
 snapshot built from scratch, a backstop against a collision of the 64-bit digests.  The first is full so that
 a snapshot the target cannot make at all (None, a dict, one whose ``==`` raises) fails a run at its first call,
-where a cache holds next to nothing, and not only at its 257th.
+where a cache holds next to nothing, and not only at its 257th.  The comparisons by digest, and those whose
+digests differed, are counted in a ``DigestTally`` that the locksteps of a stage share, for its report: a
+digest that misses a change costs a comparison of whole snapshots at every call it stays wrong, which a user
+who wrote the digest for speed wants to hear of.
 
 A target that publishes KV events (R13) is asked for them as a router polls:
 after every ``take_every``-th insert or evict, refused ones counted too (a
@@ -32,6 +35,7 @@ import functools
 import operator
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import NamedTuple, SupportsIndex, cast
 
 from spec.api import DIGEST_FEATURE, CacheFactory, KVEvent, NodeId, NodeView, PrefixCache, PrefixCacheError, PrefixStats, Snapshot
@@ -133,6 +137,16 @@ def keeps_digest(target: PrefixCache) -> bool:
     return DIGEST_FEATURE in features_of(target) and callable(getattr(target, "snapshot_digest", None))
 
 
+@dataclass
+class DigestTally:
+    """Comparisons by a target's digest, over every lockstep that shares the tally (a stage's)."""
+
+    comparisons: int = 0
+    """Comparisons that read the two digests (not the full ones, which build the snapshots whatever they say)."""
+    misses: int = 0
+    """Of those, the ones whose digests differed, so that the snapshots were built and compared."""
+
+
 class Lockstep(CallThrough):
     """A ``PrefixCache`` that makes every call on ``reference`` and, when given, ``target``.
 
@@ -152,6 +166,7 @@ class Lockstep(CallThrough):
         target_factory: CacheFactory | None = None,
         check_events: bool = True,
         take_every: int | None = 1,
+        digests: DigestTally | None = None,
     ) -> None:
         self.reference = reference
         self.target = target
@@ -177,8 +192,8 @@ class Lockstep(CallThrough):
         """Compare by the target's snapshot digest (``keeps_digest``), building snapshots only to explain a difference."""
         self.full_every = FULL_EVERY
         self.comparisons = 0
-        self.digest_misses = 0
-        """Comparisons by digest whose digests differed, so that the snapshots were compared."""
+        self.digests = DigestTally() if digests is None else digests
+        """The comparisons by digest, and those whose digests differed: this lockstep's own, or a stage's shared."""
         self._takes = 0
         self.take_every = take_every
         """Take the target's events after this many inserts and evicts (refused ones too); None: only ``take_pending``."""
@@ -309,9 +324,10 @@ class Lockstep(CallThrough):
         self.comparisons += 1
         full = full or (self.comparisons - 1) % self.full_every == 0  # the 1st, the (1 + full_every)th...
         if self.digest and not full:
+            self.digests.comparisons += 1
             if self.digests_agree(reference, target):
                 return
-            self.digest_misses += 1
+            self.digests.misses += 1
         wanted = self.scratch_snapshot(reference) if full else self.snapshot()
         try:
             actual = target.snapshot()

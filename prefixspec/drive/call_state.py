@@ -80,7 +80,8 @@ class CallMachineState(RuleBasedStateMachine):
     def start(self, block_size: int, id_base: int, take_every: int | None = 1) -> None:
         self.spec = SpecCache(block_size, self.setup.rules)
         factory = self.setup.factory
-        self.pair = Lockstep(self.spec, factory(block_size), observer=self.coverage.observe, target_factory=factory, take_every=take_every)
+        self.pair = Lockstep(self.spec, factory(block_size), observer=self.coverage.observe, target_factory=factory, take_every=take_every,
+                             digests=self.counts.digests)
         self.features = features_of(self.pair.target)
         self.coverage.features = self.features
         self.next_block: BlockId = id_base

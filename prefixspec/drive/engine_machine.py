@@ -54,7 +54,7 @@ def engine_machine(
             tenants=st.one_of(st.integers(1, 8), st.integers(9, 300)), tenant_seed=st.integers(0, 2**32 - 1),
         )
         def start(self, block_size: int, prompt_seed: int, take_every: int | None, tenants: int, tenant_seed: int) -> None:
-            self.pair = Lockstep(SpecCache(block_size, rules), factory(block_size), observer=counts.coverage.observe, take_every=take_every)
+            self.pair = Lockstep(SpecCache(block_size, rules), factory(block_size), observer=counts.coverage.observe, take_every=take_every, digests=counts.digests)
             counts.coverage.start_example()
             counts.coverage.features = features_of(self.pair.target)
             if "namespaces" in counts.coverage.features:

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spec.api import CacheFactory, Rules
 from spec.model import SpecCache
 from prefixspec.drive.coverage import BIG_CACHE, LONG_LIFE, Coverage
 from prefixspec.drive.engine import Engine, Workload
 from prefixspec.drive.growth import Growth, micros
-from prefixspec.compare.lockstep import Lockstep
+from prefixspec.compare.lockstep import DigestTally, Lockstep
 
 SCALE_POOL = 5120
 SCALE_CALLS = 20_000
@@ -57,6 +57,8 @@ class ScaleRun:
     largest_cache: int = 0
     uses: int = 0
     """The matches and inserts made: the uses R7's clock counts."""
+    digests: DigestTally = field(default_factory=DigestTally)
+    """The comparisons by the target's digest, and those whose digests differed."""
 
 
 class StageTooSlow(Exception):
@@ -103,7 +105,7 @@ def run_scale(target: CacheFactory, rules: Rules, coverage: Coverage, seed: int 
 def drive(pair: Lockstep, coverage: Coverage, seed: int, deadline: float) -> ScaleRun:
     engine = Engine(pair, SCALE_WORKLOAD, prompt_seed=seed, check_every=SNAPSHOT_EVERY)
     rng = random.Random(seed)
-    run = ScaleRun()
+    run = ScaleRun(digests=pair.digests)
     compared_at = 0
 
     def compare_now() -> None:

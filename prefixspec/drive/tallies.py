@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from prefixspec.drive.coverage import Coverage
-from prefixspec.compare.lockstep import Lockstep
+from prefixspec.compare.lockstep import DigestTally, Lockstep
 
 ENGINE_STEPS_PER_EXAMPLE = 3000
 """Every engine example must run at least this many engine steps; the runner checks it."""
@@ -55,6 +55,8 @@ class RunTally:
     """The example that failed first: Hypothesis runs it once more to report it, a replay, not a test case."""
     coverage: Coverage = field(default_factory=Coverage)
     """The rule events and extremes the run reached."""
+    digests: DigestTally = field(default_factory=DigestTally)
+    """The comparisons by the target's digest over every example, and those whose digests differed."""
 
     @property
     def invariants_checked(self) -> int:
