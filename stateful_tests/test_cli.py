@@ -75,7 +75,21 @@ def test_a_bad_trace_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.
     assert main(["replay", str(bad)]) == 2
     assert "line 3" in capsys.readouterr().err
     assert main(["replay", str(tmp_path / "missing.trace")]) == 2
-    assert "No such file" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"prefixspec: {tmp_path / 'missing.trace'}: No such file or directory\n"
+
+
+def test_a_file_that_cannot_be_read_or_written_is_named_in_a_shells_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``FILE: No such file or directory``, as a shell's tools say it, never Python's ``[Errno 2] ...: 'FILE'``; a golden
+    trace that cannot be written says so in one line, exit 2 (``/dev/full``: a write that fails midway)."""
+    missing = tmp_path / "missing"
+    for argv in (["verify", str(missing)], ["replay", str(missing)], ["hunt", str(missing)], ["golden", str(missing / "g.txt")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "[Errno" not in err and "No such file or directory" in err and str(missing) in err and err.count("\n") == 1, err
+    assert main(["golden", "/dev/full"]) == 2
+    assert capsys.readouterr().err == "prefixspec: /dev/full: the golden trace could not be written there (No space left on device); nothing of it was left\n"
+    assert main(["golden", str(tmp_path / "g.txt")]) == 0
+    assert (tmp_path / "g.txt").read_text(encoding="utf-8").startswith("prefixspec-trace 1\n")
 
 
 def test_replay_reports_a_stale_expectation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import sys
 
 from prefixspec.exit_status import ExitStatus
 from prefixspec.drive.golden import golden_trace
+from prefixspec.running.report import write_whole
 
 
 def add_golden_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -16,10 +17,14 @@ def add_golden_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def command_golden(arguments: argparse.Namespace) -> int:
-    text = golden_trace().text()  # generated in full before the file is opened, so a failure leaves it whole
+    text = golden_trace().text()  # generated in full before the file is opened
     if arguments.file is None:
         print(text, end="")
         return ExitStatus.PASSED
-    Path(arguments.file).write_text(text, encoding="utf-8")
+    try:
+        write_whole(arguments.file, text)  # a write that fails midway (a full disk) leaves the old file, not half a trace
+    except OSError as error:
+        print(f"prefixspec: {arguments.file}: the golden trace could not be written there ({error.strerror or error}); nothing of it was left", file=sys.stderr)
+        return ExitStatus.USAGE
     print(f"wrote {arguments.file}")
     return ExitStatus.PASSED

@@ -29,7 +29,7 @@ from prefixspec.commands.hunt import add_hunt_command
 from prefixspec.commands.identify import add_identify_command
 from prefixspec.commands.replay import add_replay_command
 from prefixspec.commands.verify import add_verify_command
-from prefixspec.errors import UsageError
+from prefixspec.errors import UsageError, os_error_words
 from prefixspec.exit_status import ExitStatus, stop_words, stopped_by
 from prefixspec.commands.supervised_run import run_supervised
 from prefixspec.targets.supervised import supervised_child
@@ -85,7 +85,7 @@ def run_command(arguments: argparse.Namespace) -> int:
         run: Callable[[argparse.Namespace], int] = arguments.run
         return run(arguments)
     except (UsageError, TraceFormatError, OSError) as error:
-        print(f"prefixspec: {error}", file=sys.stderr)
+        print(f"prefixspec: {os_error_words(error) if isinstance(error, OSError) else error}", file=sys.stderr)
         return ExitStatus.USAGE
     except TargetFailure as failure:  # a target that failed as a program outside a check's stages (replay, verify)
         if isinstance(failure, EngineProtocolError) and failure.before_handshake:

@@ -36,7 +36,7 @@ from pathlib import Path
 from types import ModuleType
 
 from spec.api import CacheFactory, PrefixCache, Rules
-from prefixspec.errors import TargetError
+from prefixspec.errors import TargetError, os_error_words
 from prefixspec.formats.trace import decode_trace
 from prefixspec.shipped import IMPL_CATALOGUE, definition_module
 from prefixspec.vocabulary import TraceFormatError
@@ -97,7 +97,9 @@ def read_catalogue(path: Path) -> Catalogue:
     """A catalogue file, checked for shape; CatalogueError names what is wrong."""
     try:
         document = tomllib.loads(decode_trace(path.read_bytes()))  # UTF-8, or an error naming the line
-    except (OSError, tomllib.TOMLDecodeError, TraceFormatError) as error:
+    except OSError as error:
+        raise CatalogueError(f"cannot read catalogue {path}: {error.strerror or os_error_words(error)}") from None
+    except (tomllib.TOMLDecodeError, TraceFormatError) as error:
         raise CatalogueError(f"cannot read catalogue {path}: {error}") from None
     package, factory, entries = document.get("package"), document.get("factory"), document.get("mutant", [])
     if not isinstance(package, str) or not isinstance(factory, str) or not isinstance(entries, list):
