@@ -11,7 +11,7 @@ from prefixspec.commands.main import main
 from prefixspec.formats.trace import read_trace
 from prefixspec.running.hunt import HuntResult, table
 from prefixspec.targets.mutants import Mutant
-from prefixspec.vocabulary import calls_count
+from prefixspec.vocabulary import counted
 
 BROKEN = "stateful_tests.broken_caches:lock_pins_nothing"
 
@@ -102,7 +102,7 @@ def test_replay_reports_a_stale_expectation(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_a_count_of_one_call_is_said_in_the_singular(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Replay, verify and the hunt's table say ``1 call`` (and ``1,024 calls`` past a thousand), not ``1 calls``."""
+    """Replay, verify, the hunt's table and the report say ``1 call``, ``1 example`` (and ``1,024 calls`` past a thousand), not ``1 calls``."""
     one = tmp_path / "one.trace"
     one.write_text("prefixspec-trace 1\nblock_size 2\nn1 = insert [1 2 3] [5] -> new []\n")
     assert main(["replay", str(one)]) == 0
@@ -115,10 +115,12 @@ def test_a_count_of_one_call_is_said_in_the_singular(tmp_path: Path, capsys: pyt
     two.write_text(one.read_text() + "cached_tokens -> 2\n")
     assert main(["replay", str(two)]) == 0
     assert "2 calls replayed" in capsys.readouterr().out
-    assert [calls_count(n) for n in (0, 1, 2, 1024)] == ["0 calls", "1 call", "2 calls", "1,024 calls"]
+    assert [counted(n, 'call') for n in (0, 1, 2, 1024)] == ["0 calls", "1 call", "2 calls", "1,024 calls"]
     mutant = Mutant("x", "a bug", "cache.py", "a", "b", ())
     rows = table([HuntResult(mutant, machine_killers=["call machine"], counterexample="x.trace", counterexample_calls=calls) for calls in (1, 1024)])
     assert "| 1 call |" in rows and "| 1,024 calls |" in rows
+    assert main(["check", "--stage", "golden-trace", "--quiet", "--out", str(tmp_path / "out")]) == 0
+    assert "1 example, 442 calls" in capsys.readouterr().out
 
 
 def test_bad_options_exit_2() -> None:

@@ -38,7 +38,7 @@ from prefixspec.formats.trace import read_trace
 from prefixspec.running.identify import identify
 from prefixspec.running.report import CheckReport
 from prefixspec.running.stages import RunPlan, run_check
-from prefixspec.vocabulary import calls_count
+from prefixspec.vocabulary import counted
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -149,7 +149,7 @@ def run_policy(policy: str, out: Path, progress: bool, extra_key: bool) -> Polic
     if run.strict.passed:
         run.problems.append("passed under strict, where SGLang is known to differ (R7)")
     elif not (1 <= calls <= 3 and rule.startswith("R7")):
-        run.problems.append(f"under strict the shortest counterexample has {calls_count(calls)} and names {rule!r}, not <= 3 calls and R7")
+        run.problems.append(f"under strict the shortest counterexample has {counted(calls, 'call')} and names {rule!r}, not <= 3 calls and R7")
 
     if extra_key:
         say(f"{policy} (extra_key) under {preset} ...")
@@ -189,7 +189,8 @@ def run_policy(policy: str, out: Path, progress: bool, extra_key: bool) -> Polic
     return run
 
 
-def counted(counts: list[tuple[str, int]]) -> str:
+def stage_counts(counts: list[tuple[str, int]]) -> str:
+    """``call machine 22,783, engine machine 665``: an event's count in each stage that reached it, or ``never``."""
     return ", ".join(f"{stage} {count:,}" for stage, count in counts) or "never"
 
 
@@ -201,11 +202,11 @@ def rows_of(runs: list[PolicyRun], version: str) -> tuple[MatrixRow, ...]:
         assert run.strict is not None and run.preset is not None
         preset = preset_of(run.policy)
         calls, rule, _ = shortest_stage(run.strict)
-        rows.append(MatrixRow(engine, f"salted_{run.policy}", "strict", "PASSED" if run.strict.passed else f"differs: {calls_count(calls)}, {rule}", calls_of(run.strict), run.seconds["strict"], run.cpu["strict"]))
+        rows.append(MatrixRow(engine, f"salted_{run.policy}", "strict", "PASSED" if run.strict.passed else f"differs: {counted(calls, 'call')}, {rule}", calls_of(run.strict), run.seconds["strict"], run.cpu["strict"]))
         rows.append(MatrixRow(engine, f"salted_{run.policy}", preset, "PASSED" if run.preset.passed else f"FAILED: {', '.join(failed_rules(run.preset))}", calls_of(run.preset), run.seconds[preset], run.cpu[preset]))
         if run.extra_key is not None:
             extra_calls, extra_rule, _ = shortest_stage(run.extra_key)
-            verdict = "PASSED" if run.extra_key.passed else f"differs: {calls_count(extra_calls)}, {extra_rule}"
+            verdict = "PASSED" if run.extra_key.passed else f"differs: {counted(extra_calls, 'call')}, {extra_rule}"
             rows.append(MatrixRow(engine, run.policy, preset, verdict, calls_of(run.extra_key), run.seconds["extra_key"], run.cpu["extra_key"]))
         rows.append(MatrixRow(engine, f"salted_{run.policy}", "identify", f"names {', '.join(run.identified) or 'none'}", 0, run.seconds["identify"], run.cpu["identify"]))
     return tuple(rows)
@@ -233,7 +234,7 @@ def markdown(runs: list[PolicyRun], version: str, torch_version: str) -> str:
         assert run.strict is not None
         calls, rule, text = shortest_stage(run.strict)
         if calls:
-            lines += [f"`salted_{run.policy}`, {calls_count(calls)} ({rule}):", "", "```", text, "```", ""]
+            lines += [f"`salted_{run.policy}`, {counted(calls, 'call')} ({rule}):", "", "```", text, "```", ""]
     lines += ["### The extra_key factory: its events lack the namespace (R13)", "", EXTRA_KEY_LINES, ""]
     for run in runs:
         if run.extra_key is None:
@@ -246,7 +247,7 @@ def markdown(runs: list[PolicyRun], version: str, torch_version: str) -> str:
         stage = min(failed, key=lambda candidate: candidate.counterexample_calls)
         other = [f"{each.name} {'ok' if each.passed else 'FAILED (' + each.rule + ')'}" for each in run.extra_key.stages]
         lines += [
-            f"`{run.policy}` under `{preset_of(run.policy)}`: differs in the {stage.name}, {calls_count(calls)} ({rule});"
+            f"`{run.policy}` under `{preset_of(run.policy)}`: differs in the {stage.name}, {counted(calls, 'call')} ({rule});"
             f" the trace: `{Path(stage.counterexample).relative_to(ROOT) if Path(stage.counterexample).is_relative_to(ROOT) else stage.counterexample}`"
             f" (stages: {', '.join(other)}). The trace, with the lockstep's take of events after the insert:",
             "",
@@ -268,7 +269,7 @@ def markdown(runs: list[PolicyRun], version: str, torch_version: str) -> str:
     for run in runs:
         assert run.preset is not None
         counts = shown_counts(run.preset)
-        lines.append(f"| {run.policy} | " + " | ".join(counted(counts[event]) for event in SHOWN_EVENTS) + " |")
+        lines.append(f"| {run.policy} | " + " | ".join(stage_counts(counts[event]) for event in SHOWN_EVENTS) + " |")
     lines += ["", LEFT_OUT, ""]
     return "\n".join(lines)
 

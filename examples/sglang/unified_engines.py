@@ -27,7 +27,7 @@ from examples.sglang.engines import calls_of, failed_rules, shortest_stage
 from bench.sglang_loading import load_unified, unified_unavailable
 from prefixspec.running.report import CheckReport
 from prefixspec.running.stages import RunPlan, run_check
-from prefixspec.vocabulary import calls_count
+from prefixspec.vocabulary import counted
 
 PRESET_CANDIDATES: dict[str, tuple[str, ...]] = {
     "lru": ("sglang-unified", "sglang"),
@@ -126,7 +126,7 @@ def verdict_of(report: CheckReport) -> str:
     if report.passed:
         return "PASSED"
     calls, rule, _ = shortest_stage(report)
-    return f"differs: {calls_count(calls)}, {rule}" if calls else f"FAILED: {', '.join(failed_rules(report))}"
+    return f"differs: {counted(calls, 'call')}, {rule}" if calls else f"FAILED: {', '.join(failed_rules(report))}"
 
 
 def unified_section(
@@ -173,7 +173,7 @@ def unified_section(
                 problems.append(f"UnifiedRadixCache {core}_{policy} under {preset}: {verdict}")
                 calls, rule, text = shortest_stage(report)
                 if calls:
-                    details += [f"`{core}_{policy}` under `{preset}`, {calls_count(calls)} ({rule}):", "", "```", text, "```", ""]
+                    details += [f"`{core}_{policy}` under `{preset}`, {counted(calls, 'call')} ({rule}):", "", "```", text, "```", ""]
         if done_so_far is not None:
             done_so_far(EngineSection(title, tuple(rows), prose_of(sglang, chosen_policies, rust_reason, details)), problems)
     return EngineSection(title, tuple(rows), prose_of(sglang, chosen_policies, rust_reason, details)), problems

@@ -29,7 +29,7 @@ from prefixspec.running.report import CheckReport
 from prefixspec.running.parallel import available_cores
 from prefixspec.running.stage_workers import run_check_in_workers
 from prefixspec.running.stages import RunPlan, run_check
-from prefixspec.vocabulary import calls_count
+from prefixspec.vocabulary import counted
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "examples.vllm.adapter:make_cache"
@@ -103,7 +103,7 @@ def strict_verdict(report: CheckReport) -> str:
         return "FAILED, no counterexample"
     shortest = min(calls for _, calls, _, _ in stages)
     rules = sorted({rule.split(",")[0] for _, _, rule, _ in stages if rule})
-    return f"differs: {calls_count(shortest)}, {'/'.join(rules) or 'see the traces'}"
+    return f"differs: {counted(shortest, 'call')}, {'/'.join(rules) or 'see the traces'}"
 
 
 def run_vllm(out: Path, progress: bool) -> VllmRun:
@@ -206,7 +206,7 @@ def section_of(run: VllmRun, version: str, torch_version: str) -> EngineSection:
         "",
     ]
     for stage, calls, rule, text in differing_stages(run.strict):
-        lines += [f"{stage}, {calls_count(calls)} ({rule}):", "", "```", text, "```", ""]
+        lines += [f"{stage}, {counted(calls, 'call')} ({rule}):", "", "```", text, "```", ""]
     lines += [
         "### Every rule where vLLM differs from `strict`",
         "",

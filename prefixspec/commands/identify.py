@@ -15,6 +15,7 @@ from prefixspec.running.identify import IDENTIFY_EXAMPLES, IDENTIFY_STEPS, besid
 from prefixspec.running.profiles import load_profile
 from prefixspec.running.stages import RunPlan
 from prefixspec.targets.loading import DEFAULT_TARGET
+from prefixspec.vocabulary import counted
 
 
 def add_identify_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,7 +51,7 @@ def identify_and_report(factory: CacheFactory, target_name: str, replay_target: 
     aborted = any(stage.aborted for verdict in verdicts for stage in verdict.report.stages)
     differences = [] if aborted else beside_strict(factory, target_name=target_name, base=base, verdicts=verdicts, progress=None if arguments.quiet else sys.stderr)
     if differences:
-        print(f"  {conforming[0]} differs from strict in {len(differences)} field{'s' if len(differences) != 1 else ''}, each shown alone:")
+        print(f"  {conforming[0]} differs from strict in {counted(len(differences), 'field')}, each shown alone:")
         for difference in differences:
             print(difference.line())
     if not conforming and not aborted and not arguments.no_explain:

@@ -13,7 +13,7 @@ from prefixspec.targets.beacon import mark_stage
 from prefixspec.formats.trace import Trace, read_trace, replay
 from prefixspec.compare.shrink import first_disagreement
 from prefixspec.targets.named import load_target
-from prefixspec.vocabulary import calls_count
+from prefixspec.vocabulary import counted
 
 
 def add_replay_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,7 +34,7 @@ def command_replay(arguments: argparse.Namespace) -> int:
         if expected_divergence is not None:
             print(f"{arguments.file}: the spec does not give the recorded results\n{expected_divergence.describe()}")
             return ExitStatus.FAILED
-        print(f"{arguments.file}: {calls_count(len(trace.steps))} replayed on the spec, every result as recorded")
+        print(f"{arguments.file}: {counted(len(trace.steps), 'call')} replayed on the spec, every result as recorded")
         return ExitStatus.PASSED
     engine = exec_engine(arguments, "target")
     if engine is None:
@@ -63,5 +63,5 @@ def replay_beside_spec(trace: Trace, file: str, factory: CacheFactory, target: s
     if divergence is not None:
         print(f"{file}: {target} agrees with the spec, but not with the recorded results\n{divergence.describe()}")
         return ExitStatus.FAILED
-    print(f"{file}: {calls_count(len(trace.steps))} replayed on {target} beside the spec: every result and snapshot agrees")
+    print(f"{file}: {counted(len(trace.steps), 'call')} replayed on {target} beside the spec: every result and snapshot agrees")
     return ExitStatus.PASSED

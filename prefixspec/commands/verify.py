@@ -15,7 +15,7 @@ from prefixspec.formats.repeats import fold
 from prefixspec.formats.trace import Step, Trace, read_trace
 from prefixspec.running.recorded import Recording, shrink_within
 from prefixspec.running.report import write_whole
-from prefixspec.vocabulary import calls_count
+from prefixspec.vocabulary import counted
 
 
 def describe_call(step: Step) -> str:
@@ -28,7 +28,7 @@ def verify_report(file: str, recording: Recording) -> tuple[int, str]:
     recorded = sum(1 for step in trace.steps if step.expected is not None)
     index = recording.first_divergence()
     if index is None:
-        return ExitStatus.PASSED, f"{file}: {calls_count(len(trace.steps))} replayed on the spec; all {recorded} recorded results are what the spec gives"
+        return ExitStatus.PASSED, f"{file}: {counted(len(trace.steps), 'call')} replayed on the spec; all {recorded} recorded results are what the spec gives"
     step = trace.steps[index]
     lines = [
         f"{file}: the recorded results diverge from the spec at line {step.line} (call {index + 1} of {len(trace.steps)}):",

@@ -19,7 +19,7 @@ from prefixspec.formats.trace import FOREIGN, Step, Trace, UnresolvedHandle
 from prefixspec.compare.delta import delta_debug as delta_debug  # re-exported: where it was first
 from prefixspec.compare.history import cut_history
 from prefixspec.compare.lockstep import Disagreement, Lockstep
-from prefixspec.vocabulary import TAKE_EVENTS, Call, calls_count
+from prefixspec.vocabulary import TAKE_EVENTS, Call, counted
 
 
 def handles_resolve(calls: Sequence[Call]) -> bool:
@@ -188,7 +188,7 @@ def counterexample_trace(block_size: int, calls: Sequence[Call], disagreement: D
     )
     trace.comments = [
         title,
-        f"{calls_count(driven_calls(disagreement))}{takes_note(len(trace.steps) - driven_calls(disagreement))}; the last one shows the disagreement ({disagreement.kind}):",
+        f"{counted(driven_calls(disagreement), 'call')}{takes_note(len(trace.steps) - driven_calls(disagreement))}; the last one shows the disagreement ({disagreement.kind}):",
         f"  spec:  {spec}",
         f"  cache: {cache}",
         f"Reproduce with: {reproduce}",

@@ -29,7 +29,7 @@ from hypothesis import settings
 from spec.api import RULE_FIELDS, RULE_PRESETS, CacheFactory, RuleField, Rules, rules_problem
 from prefixspec.running.report import CheckReport, StageResult
 from prefixspec.running.stages import RunPlan, clear_counterexamples, opened_report, run_check, run_stage
-from prefixspec.vocabulary import calls_count
+from prefixspec.vocabulary import counted
 
 PROBE_STAGES = ("golden trace", "call machine")
 """The stages that probe a rule set while searching: a wrong rule set fails them in a few calls."""
@@ -71,7 +71,7 @@ class Verdict:
         if stage is None:
             return "differs"
         if stage.counterexample:
-            return f"differs: {calls_count(stage.counterexample_calls)}, {stage.rule or 'see the trace'}; {stage.counterexample}"
+            return f"differs: {counted(stage.counterexample_calls, 'call')}, {stage.rule or 'see the trace'}; {stage.counterexample}"
         return f"differs: {stage.failure.splitlines()[0] if stage.failure else stage.name}"
 
 
@@ -153,7 +153,7 @@ class Explanation:
             return [f"no rule set of the {self.probed} the fields allow conforms (each failed the golden trace or a short call machine)"]
         rules = self.found.rules
         lines = [f"{rules.text}: conforms {self.found.outcome().removeprefix('conforms ')}, found by probing {self.probed} rule sets"]
-        lines.append(f"  it differs from {self.nearest} in {len(self.differences)} field{'s' if len(self.differences) != 1 else ''}:")
+        lines.append(f"  it differs from {self.nearest} in {counted(len(self.differences), 'field')}:")
         lines.extend(difference.line() for difference in self.differences)
         return lines
 

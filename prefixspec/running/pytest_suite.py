@@ -43,7 +43,7 @@ from prefixspec.running.profiles import profile_settings
 from prefixspec.running.report import StageResult
 from prefixspec.running.stages import STAGES, RunPlan, run_stage
 from prefixspec.targets.pipe import PipeEngine, exec_option
-from prefixspec.vocabulary import calls_count
+from prefixspec.vocabulary import counted
 
 
 def conformance_suite(
@@ -132,5 +132,5 @@ def report_failure(case: unittest.TestCase, stage: StageResult) -> None:
     message = f"{stage.name}: {stage.failure}"
     if stage.counterexample:
         trace = Path(stage.counterexample).read_text(encoding="utf-8")
-        message += f"\ncounterexample ({calls_count(stage.counterexample_calls)}), {stage.counterexample}:\n{trace}"
+        message += f"\ncounterexample ({counted(stage.counterexample_calls, 'call')}), {stage.counterexample}:\n{trace}"
     case.fail(message)

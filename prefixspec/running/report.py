@@ -13,7 +13,7 @@ from typing import TextIO
 
 from spec.api import RULE_FIELDS, Rules
 from prefixspec.drive.machines import RunTally
-from prefixspec.vocabulary import calls_count
+from prefixspec.vocabulary import counted
 
 
 LONGEST_LINE = 20_000
@@ -168,15 +168,15 @@ class CheckReport:
             f"{'' if not self.chosen else ', only the stages ' + ', '.join(self.chosen)})"
         ]
         for stage in self.stages:
-            detail = f"{stage.examples} examples, {stage.calls:,} calls ({stage.rate(stage.calls, 'calls')})"
+            detail = f"{counted(stage.examples, 'example')}, {counted(stage.calls, 'call')} ({stage.rate(stage.calls, 'calls')})"
             if stage.engine_steps:  # the engine machine's and the scale stage's (one cache, so no examples to count)
                 per = stage.steps_per_example
                 spread = f" (per example min {min(per):,}, median {statistics.median(per):,.0f})" if per else ""
                 detail += f", {stage.engine_steps:,} engine steps{spread}, {stage.rate(stage.engine_steps, 'steps')}"
             if stage.replayed_examples:
-                detail += f", {stage.replayed_examples} replay{'s' if stage.replayed_examples > 1 else ''} of the failing example (not counted)"
+                detail += f", {counted(stage.replayed_examples, 'replay')} of the failing example (not counted)"
             if stage.abandoned_examples:
-                detail += f", {stage.abandoned_examples} examples abandoned by Hypothesis midway (not counted)"
+                detail += f", {counted(stage.abandoned_examples, 'example')} abandoned by Hypothesis midway (not counted)"
             verdict = "ok" if stage.passed else "FAILED"
             lines.append(f"  {stage.name:<15} {verdict:<7} {stage.seconds:6.1f} s  {detail}, {stage.invariants_checked:,} checks")
             if stage.events:
@@ -190,7 +190,7 @@ class CheckReport:
                 lines.append("    " + cut_long_lines(stage.failure).replace("\n", "\n    "))
                 if stage.counterexample:
                     lines.append(
-                        f"    counterexample: {stage.counterexample} ({calls_count(stage.counterexample_calls)}); "
+                        f"    counterexample: {stage.counterexample} ({counted(stage.counterexample_calls, 'call')}); "
                         f"reproduce with: prefixspec replay {shlex.quote(stage.counterexample)} {self.replay_target}"
                     )
         lines.append(f"result: {'PASSED' if self.passed else 'FAILED'} in {self.seconds:.1f} s")

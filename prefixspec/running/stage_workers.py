@@ -32,6 +32,7 @@ from prefixspec.running.report import CheckReport, StageResult
 from prefixspec.running.stages import REACH_STAGES, RunPlan, aborted_stage, chosen_stages, opened_report, run_check, run_stage, runs_after
 from prefixspec.targets.beacon import mark_stage
 from prefixspec.targets.supervised import Ended, send
+from prefixspec.vocabulary import counted
 
 START_ORDER = ("golden trace", "engine machine", "call machine", "scale", "extremes")
 """The order the stages start in: the golden trace first (a tenth of a second: it is the first stage a stop prints),
@@ -96,7 +97,7 @@ def run_check_in_workers(target: CacheFactory, *, target_name: str, plan: RunPla
     def ended(name: str, how: Ended) -> list[str]:
         stage = results[name] = stage_of(name, how, target_name)
         if plan.progress is not None:
-            plan.progress.write(f"  {name}: {'ok' if stage.passed else 'FAILED'} in {stage.seconds:.1f} s ({stage.examples} examples, {stage.calls:,} calls)\n")
+            plan.progress.write(f"  {name}: {'ok' if stage.passed else 'FAILED'} in {stage.seconds:.1f} s ({counted(stage.examples, 'example')}, {counted(stage.calls, 'call')})\n")
             plan.progress.flush()
         if plan.announce is not None:  # the parent hears of each stage the report will hold, in the report's order
             for done in kept_stages(results, plan)[0]:

@@ -87,9 +87,10 @@ LONGEST_NUMBER = 4000
 """Digits a number may have; Python refuses to read longer ones, and no cache has such an id."""
 
 
-def calls_count(calls: int) -> str:
-    """A number of calls as reports say it: ``1 call``, ``3 calls``, ``65,542 calls``."""
-    return f"{calls:,} call" if calls == 1 else f"{calls:,} calls"
+def counted(count: int, noun: str) -> str:
+    """A count of things as reports say it, the noun's plural but for one: ``1 call``, ``3 calls``, ``65,542 calls``
+    (for nouns whose plural adds an s: calls, examples, replays, fields)."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def read_int(text: str, *, signed: bool = False) -> int | None:
