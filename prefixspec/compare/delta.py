@@ -17,9 +17,11 @@ def delta_debug(
 
     ``cut(candidate)`` returns None when the candidate no longer fails, else
     the failing list to go on from (the candidate, or a shorter one).  First
-    complements of ever smaller chunks, then every window of 1 to 8
-    neighbouring items (an insert, its lock and unlock, and the evict that
-    freed it, only go together), then every pair of items apart (a lock and
+    complements of ever smaller chunks (a pass goes on past a removal, so
+    n items that go one at a time cost n candidates, not n^2 / 2), then
+    every window of 1 (unless the last pass of complements, of single items,
+    removed none) to 8 neighbouring items (an insert, its lock and unlock,
+    and the evict that freed it, only go together), then every pair of items apart (a lock and
     its unlock with a needed call between them: neither goes alone, since the
     unlock of a node never locked, or a lock never released, changes what
     follows; on lists of up to ``PAIRS_UP_TO`` items), until no removal
@@ -32,29 +34,39 @@ def delta_debug(
     """
     best = items
     chunks = 2
+    singles_tried = False  # a whole pass removed no single item: every one is needed, windows of 1 would try them again
     while len(best) >= 2 and time.monotonic() < deadline:
         removable = len(best) - 1 if keep_last else len(best)
         size = max(1, removable // chunks)
         reduced = False
-        for start in range(0, removable, size):
+        start = 0
+        while start < removable:
             if time.monotonic() >= deadline:
                 return best  # every candidate replays the calls: the deadline is checked before each
             shorter = cut(best[:start] + best[min(start + size, removable) :])
-            if shorter is not None:
-                best = shorter
-                chunks = max(chunks - 1, 2)
-                reduced = True
-                break
-        if not reduced:
-            if size == 1:
-                break
+            if shorter is None:
+                start += size
+                continue
+            # The pass goes on from here, the chunks before it tried already: starting over after each removal
+            # made a list of n items needing n removals one at a time (the takes of a long run) cost n^2 / 2
+            # candidates, where it costs n (n05's counterexample of 513 steps, 256 of them takes: still cut short
+            # after 600 s, now 1-minimal and past its windows in 67 s).
+            best = shorter
+            removable = len(best) - 1 if keep_last else len(best)
+            reduced = True
+        if reduced:
+            chunks = max(chunks - 1, 2)
+        elif size == 1:
+            singles_tried = True
+            break
+        else:
             chunks = min(removable, chunks * 2)
     if not thorough:
         return best
     changed = True
     while changed and time.monotonic() < deadline:
         changed = False
-        for width in range(1, 9):
+        for width in range(2 if singles_tried else 1, 9):
             for start in range(len(best) - width - (1 if keep_last else 0), -1, -1):
                 if time.monotonic() >= deadline:
                     return best
@@ -63,11 +75,13 @@ def delta_debug(
                     if shorter is not None:
                         best = shorter
                         changed = True
+                        singles_tried = False
         if not changed and len(best) <= PAIRS_UP_TO:
             shorter = without_a_pair(best, cut, deadline, keep_last)
             if shorter is not None:
                 best = shorter
                 changed = True  # the windows again: one pair gone may free single items
+                singles_tried = False
     return best
 
 
