@@ -12,7 +12,7 @@ from dataclasses import replace
 from prefixspec.commands.main import main
 from prefixspec.exit_status import ExitStatus
 from prefixspec.running.stages import STAGES, RunPlan, chosen_stages, run_stage
-from prefixspec.running.hunt import HuntResult, hunt, table
+from prefixspec.running.hunt import HuntResult, chosen_mutants, hunt, table
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, CatalogueError, Catalogue, Mutant, load_mutant, read_catalogue
 from prefixspec.drive.seed_tests import SEED_TESTS
 from prefixspec.formats.trace import read_trace
@@ -170,6 +170,28 @@ def test_hunt_plans_each_mutants_check(monkeypatch: pytest.MonkeyPatch, tmp_path
     with pytest.raises(KeyboardInterrupt):
         hunting.hunt(catalogue, only="s03", supervised=False, steps=300, stages=("scale", "call machine"))
     assert planned == [(3000, list(STAGES)), (300, ["call machine", "scale"])]
+
+
+def test_mutant_named_again_hunts_each_once_in_catalogue_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``--mutant`` again for more (as ``--stage``): each named mutant once, in catalogue order; one the catalogue lacks
+    is usage.  It kept only the last one named, silently."""
+    import prefixspec.commands.hunt as command
+
+    catalogue = read_catalogue(DEFAULT_CATALOGUE)
+    assert [mutant.id for mutant in chosen_mutants(catalogue, ["s03", "s01", "s03"])] == ["s01", "s03"]
+    assert [mutant.id for mutant in chosen_mutants(catalogue, "s03")] == ["s03"]
+    assert chosen_mutants(catalogue, None) == list(catalogue.mutants)
+    with pytest.raises(CatalogueError, match="no mutant 'zz'"):
+        chosen_mutants(catalogue, ["s01", "zz"])
+    asked: list[object] = []
+
+    def hunted(catalogue: Catalogue, *, only: object, **_: object) -> list[object]:
+        asked.append(only)
+        return []
+
+    monkeypatch.setattr(command, "hunt", hunted)
+    assert main(["hunt", "--mutant", "s03", "--mutant", "s01", "--quiet", "--out", str(tmp_path)]) == 0
+    assert asked == [["s03", "s01"]]
 
 
 @pytest.mark.parametrize("steps", ["0", "-5", "x", "1000001"])

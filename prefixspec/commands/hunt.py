@@ -1,4 +1,4 @@
-"""``prefixspec hunt [CATALOGUE] [--mutant ID]``: plant each catalogued bug, show what catches it (``prefixspec.running.hunt``)."""
+"""``prefixspec hunt [CATALOGUE] [--mutant ID]...``: plant each catalogued bug, show what catches it (``prefixspec.running.hunt``)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def command_hunt(arguments: argparse.Namespace) -> int:
 def add_hunt_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("hunt", help="plant each catalogued bug and show what catches it")
     parser.add_argument("catalogue", nargs="?", default=str(DEFAULT_CATALOGUE), help="a mutant catalogue (default: the packaged one, prefixspec/data/impl.toml, the planted bugs of impl)")
-    parser.add_argument("--mutant", default=None, metavar="ID", help="hunt only this mutant")
+    parser.add_argument("--mutant", action="append", default=None, metavar="ID", help="hunt only this mutant (again for more; they run in catalogue order)")
     parser.add_argument("--profile", choices=PROFILES, default=None, help=PROFILE_HELP)
     parser.add_argument(
         "--steps",

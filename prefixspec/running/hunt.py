@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
@@ -147,10 +147,19 @@ def hunt_mutant(catalogue: Catalogue, mutant: Mutant, plan: HuntPlan) -> HuntRes
     return result
 
 
+def chosen_mutants(catalogue: Catalogue, only: str | Sequence[str] | None) -> list[Mutant]:
+    """The mutants ``only`` names (each ID once, a CatalogueError for one the catalogue lacks), in catalogue order;
+    None: every one."""
+    if only is None:
+        return list(catalogue.mutants)
+    named = {catalogue.mutant(mutant_id).id for mutant_id in ([only] if isinstance(only, str) else only)}
+    return [mutant for mutant in catalogue.mutants if mutant.id in named]
+
+
 def hunt(
     catalogue: Catalogue,
     *,
-    only: str | None = None,
+    only: str | Sequence[str] | None = None,
     profile: str = "ci",
     out_dir: Path = Path("hunt"),
     progress: TextIO | None = None,
@@ -161,7 +170,7 @@ def hunt(
     steps: int = ENGINE_STEPS_PER_EXAMPLE,
     stages: tuple[str, ...] = (),
 ) -> list[HuntResult]:
-    """Every mutant of ``catalogue`` (or the one named ``only``), in catalogue order, each in a supervised child.
+    """Every mutant of ``catalogue`` (or those ``only`` names: an ID, or several), in catalogue order, each in a supervised child.
 
     Up to ``jobs`` children run at once (``parallel.run_pool``); the results
     are in catalogue order whatever finishes first, each mutant's the same as
@@ -173,7 +182,7 @@ def hunt(
     exception goes on with the mutants that finished, in order, as its ``prefixspec_hunted``.
     """
     plan = HuntPlan(profile=profile, out_dir=out_dir, rules=rules, timeout=timeout, steps=steps, stages=stages)
-    chosen = [catalogue.mutant(only)] if only is not None else list(catalogue.mutants)
+    chosen = chosen_mutants(catalogue, only)
     for mutant in chosen:
         mutated_sources(catalogue, mutant, "_prefixspec_check")  # every edit checked before any mutant runs
     if not supervised:
