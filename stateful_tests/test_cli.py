@@ -103,19 +103,17 @@ def test_replay_reports_a_stale_expectation(tmp_path: Path, capsys: pytest.Captu
 
 def test_a_count_of_one_call_is_said_in_the_singular(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Replay, verify, the hunt's table and the report say ``1 call``, ``1 example`` (and ``1,024 calls`` past a thousand), not ``1 calls``."""
-    one = tmp_path / "one.trace"
+    one, two = tmp_path / "one.trace", tmp_path / "two.trace"
     one.write_text("prefixspec-trace 1\nblock_size 2\nn1 = insert [1 2 3] [5] -> new []\n")
-    assert main(["replay", str(one)]) == 0
-    assert "1 call replayed on the spec" in capsys.readouterr().out
-    assert main(["replay", str(one), "--target", "impl:RadixCache"]) == 0
-    assert "1 call replayed on impl:RadixCache" in capsys.readouterr().out
-    assert main(["verify", str(one)]) == 0
-    assert "1 call replayed on the spec" in capsys.readouterr().out
-    two = tmp_path / "two.trace"
     two.write_text(one.read_text() + "cached_tokens -> 2\n")
-    assert main(["replay", str(two)]) == 0
-    assert "2 calls replayed" in capsys.readouterr().out
-    assert [counted(n, 'call') for n in (0, 1, 2, 1024)] == ["0 calls", "1 call", "2 calls", "1,024 calls"]
+    for argv, words in (
+        (["replay", str(one)], "1 call replayed on the spec"),
+        (["replay", str(one), "--target", "impl:RadixCache"], "1 call replayed on impl:RadixCache"),
+        (["verify", str(one)], "1 call replayed on the spec"),
+        (["replay", str(two)], "2 calls replayed"),
+    ):
+        assert main(argv) == 0 and words in capsys.readouterr().out, argv
+    assert [counted(n, "call") for n in (0, 1, 2, 1024)] == ["0 calls", "1 call", "2 calls", "1,024 calls"]
     mutant = Mutant("x", "a bug", "cache.py", "a", "b", ())
     rows = table([HuntResult(mutant, machine_killers=["call machine"], counterexample="x.trace", counterexample_calls=calls) for calls in (1, 1024)])
     assert "| 1 call |" in rows and "| 1,024 calls |" in rows

@@ -271,7 +271,7 @@ def table(results: list[HuntResult]) -> str:
     for result in results:
         first = "-" if result.seconds_to_first_failure is None else f"{result.seconds_to_first_failure:.2f} s"
         report = "-" if result.seconds_to_report is None else f"{result.seconds_to_report:.2f} s"
-        calls = counted(result.counterexample_calls, 'call') if result.counterexample else f"not written ({result.write_error})" if result.write_error else "-"
+        calls = counted(result.counterexample_calls, "call") if result.counterexample else f"not written ({result.write_error})" if result.write_error else "-"
         if result.counterexample and result.counterexample_cut_short:
             calls += " (its budget ran out: not shown minimal)"
         seed = ", ".join(result.seed_killers) or "none"
