@@ -51,6 +51,7 @@ from prefixspec.running.report import CheckReport, Progress, StageResult, flaky_
 from prefixspec.drive.scale import StageTooSlow, run_scale, too_slow
 from prefixspec.compare.shrink import first_disagreement
 from prefixspec.running.collector import collector_spared
+from prefixspec.running.draw_pool import without_local_constants
 
 
 def run_golden(target: CacheFactory, plan: RunPlan) -> StageResult:
@@ -366,7 +367,7 @@ def run_machine(
 
     with with_reporter(keep_output):
         try:
-            with collector_spared():
+            with collector_spared(), without_local_constants():
                 run_state_machine_as_test(machine, settings=machine_settings, _min_steps=min_rules)
         except (AssertionError, HypothesisException) as error:
             failure = error
