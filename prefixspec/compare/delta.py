@@ -21,11 +21,11 @@ def delta_debug(
     n items that go one at a time cost n candidates, not n^2 / 2), then
     every window of 1 (unless the last pass of complements, of single items,
     removed none) to 8 neighbouring items (an insert, its lock and unlock,
-    and the evict that freed it, only go together), then every pair of items apart (a lock and
-    its unlock with a needed call between them: neither goes alone, since the
-    unlock of a node never locked, or a lock never released, changes what
-    follows; on lists of up to ``PAIRS_UP_TO`` items), until no removal
-    helps.  So the result is 1-minimal, and more: no item, no window of up to
+    and the evict that freed it, only go together), then every pair of
+    items apart (a lock and its unlock with a needed call between them:
+    neither goes alone, since the unlock of a node never locked, or a lock
+    never released, changes what follows; on lists of up to ``PAIRS_UP_TO``
+    items), until no removal helps.  So the result is 1-minimal, and more: no item, no window of up to
     8 and (up to ``PAIRS_UP_TO`` items) no pair of items can be removed.
     ``keep_last`` never removes the last item.  Not ``thorough``: the
     complements alone, 1-minimal but no more (where each candidate costs a
