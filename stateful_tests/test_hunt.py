@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from prefixspec.commands.main import main
 from prefixspec.exit_status import ExitStatus
+from prefixspec.running.report import CheckReport, StageResult
 from prefixspec.running.stages import STAGES, RunPlan, chosen_stages, run_stage
 from prefixspec.running.hunt import HuntResult, chosen_mutants, hunt, table
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, CatalogueError, Catalogue, Mutant, load_mutant, read_catalogue
@@ -192,6 +193,30 @@ def test_mutant_named_again_hunts_each_once_in_catalogue_order(monkeypatch: pyte
     monkeypatch.setattr(command, "hunt", hunted)
     assert main(["hunt", "--mutant", "s03", "--mutant", "s01", "--quiet", "--out", str(tmp_path)]) == 0
     assert asked == [["s03", "s01"]]
+
+
+def test_a_kill_with_no_trace_to_replay_keeps_its_stages_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A stage that fails with no trace (r09's, at the node of 2^16+ blocks: its calls are in its words) leaves its
+    report as ``ID.report``, which the table names, where it said ``-``; a stage that leaves a trace keeps only that."""
+    import prefixspec.running.hunt as hunting
+
+    trace = tmp_path / "found.trace"
+    trace.write_text("prefixspec-trace 1\nblock_size 1\n", encoding="utf-8")
+    stages: list[StageResult] = []
+
+    def run_check(factory: object, *, target_name: str, plan: RunPlan) -> CheckReport:
+        return CheckReport(target_name, "ci", None, list(stages))
+
+    monkeypatch.setattr(hunting, "run_check", run_check)
+    catalogue = read_catalogue(DEFAULT_CATALOGUE)
+    stages[:] = [StageResult("extremes", False, 1.0, failure="at the node of 65,537 blocks: the calls ...")]
+    [result] = hunting.hunt(catalogue, only="s03", supervised=False, out_dir=tmp_path / "out")
+    kept = tmp_path / "out" / "s03.report"
+    assert result.report == str(kept) and kept.read_text(encoding="utf-8") == "extremes: at the node of 65,537 blocks: the calls ...\n"
+    assert f"| none to replay: its report is {kept} |" in table([result])
+    stages[:] = [StageResult("call machine", False, 1.0, failure="differs", counterexample=str(trace), counterexample_calls=2)]
+    [result] = hunting.hunt(catalogue, only="s04", supervised=False, out_dir=tmp_path / "out")
+    assert not result.report and not (tmp_path / "out" / "s04.report").exists() and "| 2 calls |" in table([result])
 
 
 @pytest.mark.parametrize("steps", ["0", "-5", "x", "1000001"])

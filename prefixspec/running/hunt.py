@@ -68,6 +68,9 @@ class HuntResult:
     """Its minimising ended when its time budget ran out (``StageResult.counterexample_cut_short``)."""
     write_error: str = ""
     """Where its counterexample could not be written, and why (a full disk): the trace is left out, not half-written."""
+    report: str = ""
+    """Where the report of the first stage that killed it is kept, when no stage left a trace to replay (a failure at
+    the node of 2^16+ blocks, which the spec holds only at a coarser block size, carries its calls in its words)."""
 
     @property
     def killed(self) -> bool:
@@ -130,6 +133,16 @@ def hunt_mutant(catalogue: Catalogue, mutant: Mutant, plan: HuntPlan) -> HuntRes
                 result.seconds_to_first_failure = stages_start + earlier + stage.seconds_to_failure
             if stage.counterexample and (shortest is None or stage.counterexample_calls < shortest.counterexample_calls):
                 shortest = stage
+        failed = [stage for stage in report.stages if not stage.passed and stage.failure]
+        if shortest is None and failed:
+            plan.out_dir.mkdir(parents=True, exist_ok=True)
+            kept_report = plan.out_dir / f"{mutant.id}.report"
+            try:
+                write_whole(kept_report, f"{failed[0].name}: {failed[0].failure}\n")
+            except OSError as error:
+                result.write_error = f"{kept_report}: {error.strerror or error}"
+            else:
+                result.report = str(kept_report)
         if shortest is not None:
             plan.out_dir.mkdir(parents=True, exist_ok=True)
             kept = plan.out_dir / f"{mutant.id}.trace"
@@ -271,7 +284,12 @@ def table(results: list[HuntResult]) -> str:
     for result in results:
         first = "-" if result.seconds_to_first_failure is None else f"{result.seconds_to_first_failure:.2f} s"
         report = "-" if result.seconds_to_report is None else f"{result.seconds_to_report:.2f} s"
-        calls = counted(result.counterexample_calls, "call") if result.counterexample else f"not written ({result.write_error})" if result.write_error else "-"
+        if result.counterexample:
+            calls = counted(result.counterexample_calls, "call")
+        elif result.write_error:
+            calls = f"not written ({result.write_error})"
+        else:
+            calls = f"none to replay: its report is {result.report}" if result.report else "-"
         if result.counterexample and result.counterexample_cut_short:
             calls += " (its budget ran out: not shown minimal)"
         seed = ", ".join(result.seed_killers) or "none"
