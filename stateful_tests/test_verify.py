@@ -52,6 +52,22 @@ def test_a_recording_of_a_broken_cache_diverges_at_a_line_and_shrinks(tmp_path: 
     assert f"(call {len(cut.steps)} of {len(cut.steps)})" in capsys.readouterr().out
 
 
+def test_shrink_never_writes_its_cut_over_the_recording(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--out`` naming the trace being verified, or a link to it, is usage, exit 2, before the run, the recording
+    whole (the cut replaced it); another file takes the cut (the control)."""
+    recorded = tmp_path / "run.trace"
+    recorded.write_text(record_engine_run(LockPinsNothing(2)))
+    (tmp_path / "link.trace").symlink_to(recorded)
+    whole = recorded.read_text()
+    for out in (recorded, tmp_path / "link.trace"):
+        assert main(["verify", str(recorded), "--shrink", "--out", str(out)]) == 2
+        assert "is the trace being verified" in capsys.readouterr().err
+        assert recorded.read_text() == whole
+    assert main(["verify", str(recorded), "--shrink", "--out", str(tmp_path / "cut.trace")]) == 1
+    assert "the 3 calls before it" in capsys.readouterr().out and recorded.read_text() == whole
+    assert len(read_trace(str(tmp_path / "cut.trace")).steps) < len(read_trace(str(recorded)).steps)
+
+
 def test_shrinking_renames_nodes_and_repoints_locks() -> None:
     """The first handle of a node may go: later results call the node `new`, locks use the kept handle."""
     trace = parse_trace(

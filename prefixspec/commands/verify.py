@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,7 +39,7 @@ def verify_report(file: str, recording: Recording) -> tuple[int, str]:
     ]
     before = trace.steps[max(0, index - 3) : index]
     if before:
-        lines.append(f"the {len(before)} calls before it, as recorded:")
+        lines.append(f"the {counted(len(before), 'call')} before it, as recorded:")
         lines.extend(f"  {describe_call(earlier)}{'' if earlier.expected is None else ' -> ' + earlier.expected}" for earlier in before)
     return ExitStatus.FAILED, "\n".join(lines)
 
@@ -68,6 +69,8 @@ def command_verify(arguments: argparse.Namespace) -> int:
     out = Path(arguments.out) if arguments.out else Path(arguments.file).with_suffix(".shrunk.trace")
     if arguments.shrink:
         output_file(str(out), "--out")  # checked before the replay and the cut, which may take minutes
+        if out.exists() and os.path.samefile(out, arguments.file):
+            raise UsageError(f"--out {out} is the trace being verified: the cut would replace the recording; name another file")
     trace = read_trace(arguments.file)
     if arguments.rules is not None:
         trace.rules = arguments.rules
