@@ -22,6 +22,7 @@ from hypothesis.internal.conjecture import providers
 from hypothesis.internal.constants_ast import Constants
 
 from impl import RadixCache
+import prefixspec.running.draw_pool as draw_pool
 import prefixspec.running.stages as stages
 from prefixspec.running.stages import RunPlan, run_stage
 
@@ -86,3 +87,13 @@ def test_after_a_stage_the_pool_is_hypothesiss_again() -> None:
     getter = providers._get_local_constants
     calls_of_a_run()
     assert providers._get_local_constants is getter
+
+
+def test_a_hypothesis_without_the_pool_runs_the_block_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pyproject.toml`` admits Hypothesis releases from before the pool: there the block runs, and nothing is patched."""
+    getter = providers._get_local_constants
+    monkeypatch.setattr(draw_pool, "_providers", lambda: None)
+    ran = []
+    with draw_pool.without_local_constants():
+        ran.append(providers._get_local_constants is getter)
+    assert ran == [True]

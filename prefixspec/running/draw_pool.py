@@ -20,11 +20,11 @@ with the pool left alone.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Protocol, cast
-
-from hypothesis.internal.conjecture import providers
 
 
 class _ConstantsCache(Protocol):
@@ -40,6 +40,7 @@ def without_local_constants() -> Iterator[None]:
     everywhere); after it, as before.  The cache of constants each kind of draw may take is emptied on the way in
     and on the way out: filled from the pool before the block, or from the empty one in it, it would carry one
     into the other."""
+    providers = _providers()
     getter = getattr(providers, "_get_local_constants", None)
     cache = getattr(providers, "CONSTANTS_CACHE", None)
     make_empty = getattr(providers, "Constants", None)
@@ -55,3 +56,11 @@ def without_local_constants() -> Iterator[None]:
     finally:
         setattr(providers, "_get_local_constants", getter)
         drawn.cache.clear()
+
+
+def _providers() -> ModuleType | None:
+    """Hypothesis's module of draws, where this Hypothesis has one (``pyproject.toml`` admits releases before it)."""
+    try:
+        return importlib.import_module("hypothesis.internal.conjecture.providers")
+    except ImportError:
+        return None
