@@ -13,7 +13,7 @@ from prefixspec.commands.main import main
 from prefixspec.exit_status import ExitStatus
 from prefixspec.running.report import CheckReport, StageResult
 from prefixspec.running.stages import STAGES, RunPlan, chosen_stages, run_stage
-from prefixspec.running.hunt import HuntResult, chosen_mutants, hunt, table
+from prefixspec.running.hunt import HuntResult, chosen_mutants, hunt, keep, table
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, CatalogueError, Catalogue, Mutant, load_mutant, read_catalogue
 from prefixspec.drive.seed_tests import SEED_TESTS
 from prefixspec.formats.trace import read_trace
@@ -217,6 +217,16 @@ def test_a_kill_with_no_trace_to_replay_keeps_its_stages_report(monkeypatch: pyt
     stages[:] = [StageResult("call machine", False, 1.0, failure="differs", counterexample=str(trace), counterexample_calls=2)]
     [result] = hunting.hunt(catalogue, only="s04", supervised=False, out_dir=tmp_path / "out")
     assert not result.report and not (tmp_path / "out" / "s04.report").exists() and "| 2 calls |" in table([result])
+
+
+def test_a_trace_or_report_that_cannot_be_kept_is_named_and_the_verdict_stands(tmp_path: Path) -> None:
+    """``keep``: a file that cannot be written (its folder cannot be made under /proc) is no path and a reason the
+    table shows; one that can is written whole (the control)."""
+    result = HuntResult(Mutant("x", "a bug", "cache.py", "a", "b", ()), machine_killers=["call machine"])
+    assert keep(result, Path("/proc/no-such-folder/x.trace"), "calls") == ""
+    assert "| not written (/proc/no-such-folder/x.trace: No such file or directory) |" in table([result])
+    assert keep(result, tmp_path / "made" / "x.trace", "calls") == str(tmp_path / "made" / "x.trace")
+    assert (tmp_path / "made" / "x.trace").read_text() == "calls"
 
 
 @pytest.mark.parametrize("steps", ["0", "-5", "x", "1000001"])

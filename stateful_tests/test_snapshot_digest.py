@@ -294,11 +294,11 @@ def test_a_stage_reports_how_often_the_digest_differed_where_the_snapshots_agree
     plan = replace(dev, base=settings(dev.base, max_examples=1, derandomize=True, database=None))  # twenty call-machine examples
     stale = run_stage("call machine", StaleAfterInsert, plan)
     assert stale.passed, stale.failure
-    assert 0 < stale.digest_misses < stale.digest_comparisons
+    assert 0 < stale.digests.misses < stale.digests.comparisons
     report = CheckReport("stale", "dev", None, [stale])
-    assert f"it differed from the spec's at {stale.digest_misses:,} of the {stale.digest_comparisons:,} comparisons" in report.summary()
+    assert f"it differed from the spec's at {stale.digests.misses:,} of the {stale.digests.comparisons:,} comparisons" in report.summary()
     shown = cast(list[dict[str, object]], report.as_json()["stages"])[0]
-    assert (shown["digest_comparisons"], shown["digest_misses"]) == (stale.digest_comparisons, stale.digest_misses)
+    assert (shown["digest_comparisons"], shown["digest_misses"]) == (stale.digests.comparisons, stale.digests.misses)
     honest = run_stage("call machine", RadixCache, plan)
-    assert honest.passed and honest.digest_comparisons > 0 and honest.digest_misses == 0
+    assert honest.passed and honest.digests.comparisons > 0 and honest.digests.misses == 0
     assert "snapshot digest" not in CheckReport("impl", "dev", None, [honest]).summary()

@@ -135,29 +135,28 @@ def hunt_mutant(catalogue: Catalogue, mutant: Mutant, plan: HuntPlan) -> HuntRes
                 shortest = stage
         failed = [stage for stage in report.stages if not stage.passed and stage.failure]
         if shortest is None and failed:
-            plan.out_dir.mkdir(parents=True, exist_ok=True)
-            kept_report = plan.out_dir / f"{mutant.id}.report"
-            try:
-                write_whole(kept_report, f"{failed[0].name}: {failed[0].failure}\n")
-            except OSError as error:
-                result.write_error = f"{kept_report}: {error.strerror or error}"
-            else:
-                result.report = str(kept_report)
+            result.report = keep(result, plan.out_dir / f"{mutant.id}.report", f"{failed[0].name}: {failed[0].failure}\n")
         if shortest is not None:
-            plan.out_dir.mkdir(parents=True, exist_ok=True)
             kept = plan.out_dir / f"{mutant.id}.trace"
             # Its own lines name where it was written, a scratch folder gone with the hunt: they name its copy instead.
             text = Path(shortest.counterexample).read_text(encoding="utf-8")
-            try:
-                write_whole(kept, text.replace(shlex.quote(shortest.counterexample), shlex.quote(str(kept))))
-            except OSError as error:  # a full disk: the mutant's verdict stands, its trace is not half-written
-                result.write_error = f"{kept}: {error.strerror or error}"
-            else:
-                result.counterexample = str(kept)
+            result.counterexample = keep(result, kept, text.replace(shlex.quote(shortest.counterexample), shlex.quote(str(kept))))
             result.counterexample_calls = shortest.counterexample_calls
             result.counterexample_cut_short = shortest.counterexample_cut_short
     result.seconds = time.perf_counter() - started
     return result
+
+
+def keep(result: HuntResult, path: Path, text: str) -> str:
+    """``text`` written whole as ``path`` (its folder made), and the path; "" and the reason in ``result.write_error``
+    when it cannot be (a full disk): the mutant's verdict stands, the file is not half-written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_whole(path, text)
+    except OSError as error:
+        result.write_error = f"{path}: {error.strerror or error}"
+        return ""
+    return str(path)
 
 
 def chosen_mutants(catalogue: Catalogue, only: str | Sequence[str] | None) -> list[Mutant]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from spec.api import RULE_FIELDS, Rules
+from prefixspec.compare.lockstep import DigestTally
 from prefixspec.drive.machines import RunTally
 from prefixspec.vocabulary import counted
 
@@ -101,10 +102,9 @@ class StageResult:
     """The rule events and extremes the stage reached, and how often (``coverage``)."""
     missing_events: list[str] = field(default_factory=list)
     """The events its profile requires that it never reached."""
-    digest_comparisons: int = 0
-    """Comparisons after a call by the target's snapshot digest (a target that declares one; the full ones apart)."""
-    digest_misses: int = 0
-    """Of those, the ones whose digests differed, so that the two snapshots were built and compared (in a stage that
+    digests: DigestTally = field(default_factory=DigestTally)
+    """The comparisons after a call by the target's snapshot digest (a target that declares one; the full ones
+    apart), and those whose digests differed, so that the two snapshots were built and compared (in a stage that
     passed they then agreed every time)."""
     notes: list[str] = field(default_factory=list)
     """What the stage measured beside its verdict (the scale stage: how each call's time grows with the cache)."""
@@ -129,7 +129,7 @@ class StageResult:
     def digest_note(self) -> str:
         """What the target's digest cost a stage that passed: how often it differed from the spec's where the states agreed."""
         return (
-            f"snapshot digest: it differed from the spec's at {self.digest_misses:,} of the {self.digest_comparisons:,} "
+            f"snapshot digest: it differed from the spec's at {self.digests.misses:,} of the {self.digests.comparisons:,} "
             f"comparisons made by digest, where the snapshots then agreed; each of those built and compared the two "
             f"snapshots instead (a digest that misses a change, or that keeps an order no call observes)"
         )
@@ -181,7 +181,7 @@ class CheckReport:
             lines.append(f"  {stage.name:<15} {verdict:<7} {stage.seconds:6.1f} s  {detail}, {stage.invariants_checked:,} checks")
             if stage.events:
                 lines.append("    reached: " + ", ".join(f"{name} {count:,}" for name, count in stage.events.items()))
-            if stage.digest_misses and stage.passed:
+            if stage.digests.misses and stage.passed:
                 lines.append(f"    {stage.digest_note()}")
             if stage.notes and stage.passed:
                 lines.append("    time per call as the cache grows (measured before the stage):")
@@ -226,8 +226,8 @@ class CheckReport:
                     "seconds_to_report": round(stage.seconds_to_report, 3),
                     "rule": stage.rule or None,
                     "events": stage.events,
-                    "digest_comparisons": stage.digest_comparisons,
-                    "digest_misses": stage.digest_misses,
+                    "digest_comparisons": stage.digests.comparisons,
+                    "digest_misses": stage.digests.misses,
                     "missing_events": stage.missing_events,
                     "aborted": stage.aborted,
                     "notes": stage.notes,

@@ -160,7 +160,7 @@ def run_scale_stage(target: CacheFactory, plan: RunPlan) -> StageResult:
         left = plan.scale_budget - (time.process_time() - cpu_started)
         run = run_scale(target, plan.rules, coverage, seed=plan.seed or 0, budget=left)
         stage.calls, stage.engine_steps = run.calls, run.engine_steps
-        stage.digest_comparisons, stage.digest_misses = run.digests.comparisons, run.digests.misses
+        stage.digests = run.digests
         # Counts past 2^16 blocks (kept in 16 bits), which the run's 5,120-block pool cannot hold.
         check_long_node(target, plan.rules, base=(plan.seed or 0) % 2**32, past=1, read_counts=True)
         stage.calls += LONG_NODE_CALLS + LONG_NODE_COUNT_READS
@@ -309,8 +309,7 @@ def tally_stage(name: str, tally: RunTally, passed: bool = False) -> StageResult
         steps_per_example=list(tally.engine_steps_per_example),
         abandoned_examples=tally.abandoned_examples,
         events=dict(sorted(tally.coverage.counts.items())),
-        digest_comparisons=tally.digests.comparisons,
-        digest_misses=tally.digests.misses,
+        digests=tally.digests,
     )
 
 
