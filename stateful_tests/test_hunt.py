@@ -47,6 +47,19 @@ def test_an_edit_that_does_not_apply_is_refused(catalogue: Catalogue) -> None:
         load_mutant(catalogue, stale)
 
 
+def test_repeated_ids_are_named_and_distinct_ones_read(tmp_path: Path) -> None:
+    """Which ids repeat, each once, in a catalogue edited by hand; the control: the same mutants under distinct ids read."""
+    entry = 'id = "{}"\nbug = "b"\nfile = "cache.py"\nfind = "f"\nreplace = "r"\n'
+    head = 'package = "impl"\nfactory = "RadixCache"\n'
+    repeated = tmp_path / "repeated.toml"
+    repeated.write_text(head + "".join("[[mutant]]\n" + entry.format(name) for name in ("a", "b", "a", "c", "b", "a")), encoding="utf-8")
+    with pytest.raises(CatalogueError, match=r"mutant ids repeat: a, b \("):
+        read_catalogue(repeated)
+    distinct = tmp_path / "distinct.toml"
+    distinct.write_text(head + "".join("[[mutant]]\n" + entry.format(name) for name in ("a", "b", "c")), encoding="utf-8")
+    assert [mutant.id for mutant in read_catalogue(distinct).mutants] == ["a", "b", "c"]
+
+
 def test_the_unmutated_copy_passes_every_seed_test(catalogue: Catalogue) -> None:
     """The copy mechanism itself plants nothing: a mutant's failures come from its edit."""
     original = load_mutant(catalogue, None)

@@ -30,6 +30,7 @@ import itertools
 import re
 import sys
 import tomllib
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,9 +114,9 @@ def read_catalogue(path: Path) -> Catalogue:
         if not isinstance(killed_by, list) or not all(isinstance(name, str) for name in killed_by):
             raise CatalogueError(f"{path}: mutant {entry['id']}: killed_by must be a list of test names")
         mutants.append(Mutant(entry["id"], entry["bug"], entry["file"], entry["find"], entry["replace"], tuple(killed_by)))
-    ids = [mutant.id for mutant in mutants]
-    if len(set(ids)) != len(ids):
-        raise CatalogueError(f"{path}: mutant ids repeat")
+    repeated = sorted(name for name, count in Counter(mutant.id for mutant in mutants).items() if count > 1)
+    if repeated:  # named: a catalogue of dozens of mutants is edited by hand
+        raise CatalogueError(f"{path}: mutant ids repeat: {', '.join(repeated)} (each names one mutant: --mutant ID, the table)")
     if path.resolve() == IMPL_CATALOGUE.resolve():
         package = definition_module(package)  # the shipped catalogue's "impl" is prefixspec.impl once installed
     return Catalogue(path, package, factory, tuple(mutants))
