@@ -208,6 +208,29 @@ def test_mutant_named_again_hunts_each_once_in_catalogue_order(monkeypatch: pyte
     assert asked == [["s03", "s01"]]
 
 
+@pytest.mark.parametrize(("finished", "said"), [(1, "after 1 finished mutant"), (2, "after 2 finished mutants"), (0, "after 0 finished mutants")])
+def test_a_stopped_hunt_counts_its_finished_mutants_as_words_do(
+    finished: int, said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A hunt stopped by Ctrl-C prints the table of the mutants that finished, then how many, in the singular for one
+    (it said "1 finished mutant(s)"); the other counts are the control."""
+    import prefixspec.commands.hunt as command
+
+    catalogue = read_catalogue(DEFAULT_CATALOGUE)
+    done = [HuntResult(mutant) for mutant in catalogue.mutants[:finished]]
+
+    def stopped(*_: object, **__: object) -> list[HuntResult]:
+        stop = KeyboardInterrupt()
+        stop.prefixspec_hunted = done  # type: ignore[attr-defined]  # as running.hunt hands them on
+        raise stop
+
+    monkeypatch.setattr(command, "hunt", stopped)
+    assert main(["hunt", "--quiet", "--out", str(tmp_path)]) == ExitStatus.INTERRUPTED
+    out = capsys.readouterr().out
+    assert out.rstrip().splitlines()[-1] == f"result: STOPPED, interrupted (Ctrl-C), {said}"
+    assert out.count("| SURVIVED |") == finished
+
+
 def test_a_kill_with_no_trace_to_replay_keeps_its_stages_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A stage that fails with no trace (r09's, at the node of 2^16+ blocks: its calls are in its words) leaves its
     report as ``ID.report``, which the table names, where it said ``-``; a stage that leaves a trace keeps only that."""

@@ -30,6 +30,7 @@ from prefixspec.running.stages import STAGES, RunPlan, run_stage
 from prefixspec.targets.named import load_target
 from prefixspec.targets.supervised import announce_stage, supervise
 from prefixspec.shipped import GOLDEN_TRACE
+from prefixspec.vocabulary import counted
 from stateful_tests.engines import SERVE
 from stateful_tests.leftovers import end_marked, marked, unique_seconds
 
@@ -239,7 +240,8 @@ def test_a_stop_in_any_stage_ends_the_run_within_two_seconds_and_prints_what_fin
             command.communicate(timeout=600)
     assert command.returncode == (ExitStatus.INTERRUPTED if signum == signal.SIGINT else ExitStatus.TERMINATED), out + err
     assert "Traceback" not in out + err and "FlakyFailure" not in out + err and "FAILED" not in out
-    assert out.rstrip().splitlines()[-1].startswith(f"result: STOPPED") and f"after {finished} finished stage" in out
+    # The count as words say it: "after 1 finished stage", "after 0 finished stages" (it said "stage(s)").
+    assert out.rstrip().splitlines()[-1].startswith("result: STOPPED") and out.rstrip().endswith(f"after {counted(finished, 'finished stage')}")
     assert out.count(" ok ") == finished
     assert not Path(f"/proc/{waiting}").exists()  # the child that ran the target: stopped and reaped
 

@@ -17,6 +17,7 @@ from prefixspec.running.hunt import hunt, table
 from prefixspec.running.profiles import PROFILE_HELP, PROFILES, load_profile
 from prefixspec.running.stages import in_stage_order
 from prefixspec.targets.mutants import DEFAULT_CATALOGUE, read_catalogue
+from prefixspec.vocabulary import counted
 
 
 def command_hunt(arguments: argparse.Namespace) -> int:
@@ -42,7 +43,7 @@ def command_hunt(arguments: argparse.Namespace) -> int:
         how = stop_words(signum)
         if finished:
             print(table(finished))
-        print(f"result: STOPPED, {how}, after {len(finished)} finished mutant(s)")
+        print(f"result: STOPPED, {how}, after {counted(len(finished), 'finished mutant')}")
         return stopped_by(signum)
     print(table(results))
     if arguments.stages:  # a survivor of some stages has not survived a whole check

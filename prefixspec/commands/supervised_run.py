@@ -24,6 +24,7 @@ from prefixspec.running.report import CheckReport, StageResult, cut_long_lines
 from prefixspec.targets.interrupts import stop_signal
 from prefixspec.targets.loading import DEFAULT_TARGET
 from prefixspec.targets.supervised import Ended, supervise
+from prefixspec.vocabulary import counted
 
 import signal
 
@@ -63,7 +64,7 @@ def run_supervised(arguments: argparse.Namespace, command: Callable[[argparse.Na
         report = finished_report(arguments, getattr(stop, "prefixspec_ended", None))
         how = stop_words(signum)
         lines = report.summary().splitlines()[:-1] if report.stages else []
-        print("\n".join([*lines, f"result: STOPPED, {how}, after {len(report.stages)} finished stage(s)"]))
+        print("\n".join([*lines, f"result: STOPPED, {how}, after {counted(len(report.stages), 'finished stage')}"]))
         print(f"prefixspec: {how}; the stages that finished are printed above, the one running was dropped", file=sys.stderr)
         return stopped_by(signum)
     if ended.status is not None:
