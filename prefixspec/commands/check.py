@@ -58,7 +58,7 @@ def command_check(arguments: argparse.Namespace) -> int:
         distinct_outputs(arguments.out, arguments.json)
         arguments.json = absolute_path(arguments.json)
     arguments.out = absolute_path(arguments.out)
-    return run_on_target(arguments, run_and_report)
+    return run_on_target(arguments, run_and_report, arguments.rules)
 
 
 def run_and_report(factory: CacheFactory, target_name: str, replay_target: str, arguments: argparse.Namespace) -> int:

@@ -197,13 +197,14 @@ TargetRun = Callable[[CacheFactory, str, str, argparse.Namespace], int]
 """A command's work on one target: (factory, the target's name, how replay names it, the options) -> exit status."""
 
 
-def run_on_target(arguments: argparse.Namespace, run: TargetRun) -> int:
-    """``run`` on the command's TARGET (default impl:RadixCache) or its ``--exec`` engine, each call within ``--timeout``."""
+def run_on_target(arguments: argparse.Namespace, run: TargetRun, rules: Rules | None = None) -> int:
+    """``run`` on the command's TARGET (default impl:RadixCache) or its ``--exec`` engine, each call within ``--timeout``;
+    a ``CATALOGUE#ID`` target's caches made under ``rules``, the run's rule set (``targets.mutants``)."""
     engine = exec_engine(arguments, "target")
     if engine is None:
         # None is the default target; "" is no target at all, which the loading refuses.
         target = DEFAULT_TARGET if arguments.target is None else arguments.target
-        factory = load_target(target, arguments.timeout)
+        factory = load_target(target, arguments.timeout, rules)
         mark_stage("the run")  # loaded: from here on a target that ends its process fails the run (exit 1), not its loading
         return run(factory, target, f"--target {shlex.quote(target)}", arguments)
     mark_stage("the run")

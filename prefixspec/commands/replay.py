@@ -38,7 +38,7 @@ def command_replay(arguments: argparse.Namespace) -> int:
         return ExitStatus.PASSED
     engine = exec_engine(arguments, "target")
     if engine is None:
-        factory = load_target(arguments.target, arguments.timeout)
+        factory = load_target(arguments.target, arguments.timeout, trace.rules)  # a CATALOGUE#ID made under the replay's rules
         mark_stage(f"the replay of {arguments.file}")
         return replay_beside_spec(trace, arguments.file, factory, arguments.target)
     mark_stage(f"the replay of {arguments.file}")

@@ -29,7 +29,7 @@ from prefixspec.exit_status import ExitStatus
 from prefixspec.targets.beacon import mark_stage
 from prefixspec.targets.guarded import Guard
 from prefixspec.targets.loading import check_factory, loading
-from prefixspec.targets.mutants import Catalogue, CatalogueError, Mutant, load_mutant, mutated_sources
+from prefixspec.targets.mutants import Catalogue, CatalogueError, Mutant, load_mutant, mutant_rules, mutated_sources
 from prefixspec.targets.pipe import DEFAULT_TIMEOUT
 from prefixspec.targets.supervised import Ended, announce_stage, send
 from prefixspec.vocabulary import counted
@@ -96,7 +96,7 @@ def hunt_mutant(catalogue: Catalogue, mutant: Mutant, plan: HuntPlan) -> HuntRes
     strict = plan.rules == Rules()
     name = f"{catalogue.path}#{mutant.id}"
     guard = Guard(name, plan.timeout)
-    planted = loading(guard, f"cannot load {name!r}: it", load_mutant, catalogue, mutant, None if strict else plan.rules, limit=False, doing=f"the import of {name!r}")
+    planted = loading(guard, f"cannot load {name!r}: it", load_mutant, catalogue, mutant, mutant_rules(plan.rules), limit=False, doing=f"the import of {name!r}")
     factory = check_factory(name, planted, guard)
     mark_stage("the seed tests")
 

@@ -14,12 +14,17 @@ preset is shown with the shortest counterexample of that difference alone (the f
 with that one field put back to the preset's, where the combination has a meaning).  A target that
 conforms to a preset other than strict gets the same for each variant of it that is not strict's
 (``beside_strict``).
+
+A catalogue's mutant (``CATALOGUE#ID``) has no rule set of its own when its factory takes one
+(``targets.mutants``): it is made under each rule set it is checked against (``made_under``), so the presets it
+conforms to are those its planted bug is invisible under, and every replay line the run writes
+(``--target CATALOGUE#ID --rules R``) makes the cache that failed.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
@@ -36,6 +41,14 @@ PROBE_STAGES = ("golden trace", "call machine")
 
 IDENTIFY_EXAMPLES = 3
 IDENTIFY_STEPS = 1000
+
+CacheMaker = Callable[[Rules], CacheFactory]
+"""A target's caches under a rule set (a catalogue's mutant, made under it: ``made_under``)."""
+
+
+def under(target: CacheFactory, made_under: CacheMaker | None, rules: Rules) -> CacheFactory:
+    """The caches a check under ``rules`` makes: ``made_under(rules)`` when given, else ``target``'s own."""
+    return target if made_under is None else made_under(rules)
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,7 @@ def identify(
     base: RunPlan,
     presets: Iterable[str] = RULE_PRESETS,
     progress: TextIO | None = None,
+    made_under: CacheMaker | None = None,
 ) -> list[Verdict]:
     """A short check of ``target`` under every preset, in the order of ``RULE_PRESETS``."""
     verdicts: list[Verdict] = []
@@ -105,7 +119,7 @@ def identify(
         if progress is not None:
             progress.write(f"  under {name} ...\n")
             progress.flush()
-        report = run_check(target, target_name=target_name, plan=short_plan(base, rules, name))
+        report = run_check(under(target, made_under, rules), target_name=target_name, plan=short_plan(base, rules, name))
         verdicts.append(Verdict(rules, report))
         if any(stage.aborted for stage in report.stages):
             break  # the target failed as a program: no other preset can say more
@@ -165,6 +179,7 @@ def explain(
     base: RunPlan,
     verdicts: list[Verdict],
     progress: TextIO | None = None,
+    made_under: CacheMaker | None = None,
 ) -> Explanation:
     """For a target that conforms to no preset: the rule set it follows, found field by field, and every difference
     from the nearest preset with its shortest counterexample (``verdicts`` are the presets' short checks, reused)."""
@@ -184,13 +199,13 @@ def explain(
         plan = short_plan(base, rules, "probe")
         probe = opened_report(target_name, plan)
         for stage in PROBE_STAGES:
-            probe.stages.append(run_stage(stage, target, plan))
+            probe.stages.append(run_stage(stage, under(target, made_under, rules), plan))
             if not probe.stages[-1].passed:
                 break
         if any(stage.aborted for stage in probe.stages):
             return explanation
         if probe.passed:
-            report = run_check(target, target_name=target_name, plan=short_plan(base, rules, "found"))
+            report = run_check(under(target, made_under, rules), target_name=target_name, plan=short_plan(base, rules, "found"))
             if report.passed:
                 explanation.found = Verdict(rules, report)
                 break
@@ -200,7 +215,7 @@ def explain(
     nearest = min(RULE_PRESETS, key=lambda name: len(RULE_PRESETS[name].differences(found)))
     explanation.nearest = nearest
     explanation.differences = show_differences(
-        target, target_name=target_name, base=base, preset=RULE_PRESETS[nearest], found=found, tried=tried, progress=progress
+        target, target_name=target_name, base=base, preset=RULE_PRESETS[nearest], found=found, tried=tried, progress=progress, made_under=made_under
     )
     return explanation
 
@@ -214,6 +229,7 @@ def show_differences(
     found: Rules,
     tried: dict[Rules, Verdict],
     progress: TextIO | None = None,
+    made_under: CacheMaker | None = None,
 ) -> list[Difference]:
     """Every field on which ``found`` (a rule set the target conforms to) differs from ``preset``, each shown alone:
     a short check under ``found`` with that one field put back to the preset's, or under the preset itself where
@@ -230,7 +246,7 @@ def show_differences(
             if progress is not None:
                 progress.write(f"  showing {rule_field.key} under {probe_rules.text} ...\n")
                 progress.flush()
-            report = run_check(target, target_name=target_name, plan=short_plan(base, probe_rules, f"differs-{rule_field.key}"))
+            report = run_check(under(target, made_under, probe_rules), target_name=target_name, plan=short_plan(base, probe_rules, f"differs-{rule_field.key}"))
             verdict = Verdict(probe_rules, report)
             tried[probe_rules] = verdict
         differences.append(Difference(rule_field, preset.variant(rule_field.key), found.variant(rule_field.key), verdict))
@@ -244,6 +260,7 @@ def beside_strict(
     base: RunPlan,
     verdicts: list[Verdict],
     progress: TextIO | None = None,
+    made_under: CacheMaker | None = None,
 ) -> list[Difference]:
     """For a target that conforms to a preset other than strict (the first of ``verdicts`` that conforms): every
     variant it follows that is not strict's, each with the shortest counterexample of that difference alone."""
@@ -252,4 +269,6 @@ def beside_strict(
     if not conforming or conforming[0] == strict:
         return []
     tried = {verdict.rules: verdict for verdict in verdicts}
-    return show_differences(target, target_name=target_name, base=base, preset=strict, found=conforming[0], tried=tried, progress=progress)
+    return show_differences(
+        target, target_name=target_name, base=base, preset=strict, found=conforming[0], tried=tried, progress=progress, made_under=made_under
+    )

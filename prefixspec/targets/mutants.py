@@ -4,7 +4,8 @@ A catalogue is a TOML file (``catalogues/impl.toml`` for this project's
 implementation)::
 
     package = "impl"            # the import package whose source is copied
-    factory = "RadixCache"      # its attribute that makes a cache: factory(block_size)
+    factory = "RadixCache"      # its attribute that makes a cache: factory(block_size), or
+                                # factory(block_size, rules=R) under a run's rule set R (below)
 
     [[mutant]]
     id = "s07"
@@ -18,6 +19,12 @@ A mutant is never a flag or a branch in the production code: its package is
 read from disk, the one edit applied, the package's own absolute imports
 pointed at the copy, and the copy imported under a private name, so the real
 package in ``sys.modules`` is untouched and many mutants live side by side.
+
+A mutant is checked under the rule set of its run (``hunt --rules``, and ``check`` or ``replay`` of a
+``CATALOGUE#ID`` target with ``--rules``): a factory with a parameter named ``rules``, as ``impl.RadixCache``,
+makes its caches under it (``factory(block_size, rules=R)``; under strict, ``factory(block_size)``), so one
+catalogue plants its bugs in every rule set the package implements; any other factory makes the cache it
+makes, which the run holds to R.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import inspect
 import itertools
 import re
 import sys
@@ -184,8 +192,8 @@ def mutated_sources(catalogue: Catalogue, mutant: Mutant | None, alias: str) -> 
 def load_mutant(catalogue: Catalogue, mutant: Mutant | None, rules: Rules | None = None) -> CacheFactory:
     """The cache factory of a fresh copy of the package with ``mutant`` applied (None: unmutated).
 
-    With ``rules``, the package's factory is called as ``factory(block_size, rules)``
-    (``impl.RadixCache`` takes a rule set so).
+    With ``rules``, a factory that has a parameter named ``rules`` (``impl.RadixCache``) is called as
+    ``factory(block_size, rules=rules)``; one without it as ``factory(block_size)``: it has no rule set to take.
     """
     label = mutant.id if mutant is not None else "original"
     alias = f"_prefixspec_mutant_{re.sub(r'[^A-Za-z0-9_]', '_', label)}_{next(_copies)}"
@@ -200,15 +208,31 @@ def load_mutant(catalogue: Catalogue, mutant: Mutant | None, rules: Rules | None
     factory = getattr(module, catalogue.factory, None)
     if not callable(factory):
         raise CatalogueError(f"{catalogue.path}: {catalogue.package} has no callable {catalogue.factory!r}")
-    if rules is None:
+    if rules is None or not takes_rules(factory):
         checked: CacheFactory = factory
         return checked
-    ruled: Callable[[int, Rules], PrefixCache] = factory
-    return lambda block_size: ruled(block_size, rules)
+    ruled: Callable[..., PrefixCache] = factory
+    return lambda block_size: ruled(block_size, rules=rules)
 
 
-def load_mutant_target(target: str) -> CacheFactory:
-    """A ``CATALOGUE#ID`` target (``catalogues/impl.toml#s07``) as a cache factory."""
+def takes_rules(factory: Callable[..., object]) -> bool:
+    """Whether ``factory`` has a parameter named ``rules`` (a signature that cannot be read has none)."""
+    try:
+        return "rules" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin, or a callable whose signature cannot be read
+        return False
+
+
+def load_mutant_target(target: str, rules: Rules | None = None) -> CacheFactory:
+    """A ``CATALOGUE#ID`` target (``catalogues/impl.toml#s07``) as a cache factory, its caches made under ``rules``
+    as the hunt makes them (``mutant_rules``): so the replay line of a mutant hunted under ``--rules`` reproduces
+    the hunt's failure, and not the failure of a cache made under strict against a spec under other rules."""
     path, _, mutant_id = target.rpartition("#")
     catalogue = read_catalogue(Path(path) if path else DEFAULT_CATALOGUE)
-    return load_mutant(catalogue, catalogue.mutant(mutant_id))
+    return load_mutant(catalogue, catalogue.mutant(mutant_id), mutant_rules(rules))
+
+
+def mutant_rules(rules: Rules | None) -> Rules | None:
+    """The rule set a catalogue's factory is called with, ``factory(block_size, rules)``, when a mutant is checked
+    under ``rules``: none under strict (the seed's catalogue factories take the block size alone)."""
+    return None if rules is None or rules == Rules() else rules
