@@ -208,6 +208,19 @@ def test_mutant_named_again_hunts_each_once_in_catalogue_order(monkeypatch: pyte
     assert asked == [["s03", "s01"]]
 
 
+def test_under_other_rules_the_seed_tests_are_said_not_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The seed tests state the strict rules, so a hunt under others does not run them: its table says so, where it
+    said "none (expected also: ...)", the catalogue's killers as if they had missed.  The control, under strict: they
+    run, and kill s03."""
+    arguments = ["hunt", "--mutant", "s03", "--stage", "golden-trace", "--quiet"]
+    assert main([*arguments, "--rules", "sglang", "--out", str(tmp_path / "sglang")]) == ExitStatus.PASSED
+    out = capsys.readouterr().out
+    assert "| s03 | counting the searched length as a hit | killed | not run (they state the strict rules) | golden trace |" in out, out
+    assert "expected also" not in out
+    assert main([*arguments, "--out", str(tmp_path / "strict")]) == ExitStatus.PASSED
+    assert "| killed | hand_example_shared_system_prompt" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(("finished", "said"), [(1, "after 1 finished mutant"), (2, "after 2 finished mutants"), (0, "after 0 finished mutants")])
 def test_a_stopped_hunt_counts_its_finished_mutants_as_words_do(
     finished: int, said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
@@ -314,25 +327,28 @@ def hostile_catalogue(folder: Path, statements: dict[str, str], file: str = "cac
 
 
 @pytest.mark.parametrize(
-    ("statement", "words"),
+    ("statement", "words", "seed_cell"),
     [
-        ("__import__('os')._exit(0)", "exited with status 0"),
-        ("__import__('os')._exit(7)", "exited with status 7"),
-        ("__import__('os').kill(__import__('os').getpid(), 9)", "killed by signal SIGKILL"),
-        ("__import__('sys').exit(5)", "killed"),
-        ("raise KeyboardInterrupt", "killed"),
-        ("while True: pass", "killed"),
+        ("__import__('os')._exit(0)", "exited with status 0", "unknown (its process ended)"),
+        ("__import__('os')._exit(7)", "exited with status 7", "unknown (its process ended)"),
+        ("__import__('os').kill(__import__('os').getpid(), 9)", "killed by signal SIGKILL", "unknown (its process ended)"),
+        ("__import__('sys').exit(5)", "killed", "hand_example_shared_system_prompt, "),
+        ("raise KeyboardInterrupt", "killed", "hand_example_shared_system_prompt, "),
+        ("while True: pass", "killed", "hand_example_shared_system_prompt, "),
     ],
     ids=["os._exit(0)", "os._exit(7)", "SIGKILL", "sys.exit", "KeyboardInterrupt", "an endless loop"],
 )
 def test_a_mutant_that_ends_its_process_or_hangs_is_killed_with_a_report(
-    statement: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    statement: str, words: str, seed_cell: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The seed tests' cell says what they found, or that it is unknown where the process ended with their verdicts
+    (it said "none", and named the seed tests the catalogue expects as missed)."""
     catalogue = hostile_catalogue(tmp_path, {"x01": statement})
     status = main(["hunt", str(catalogue), "--quiet", "--timeout", "0.5", "--out", str(tmp_path / "out")])
     out = capsys.readouterr().out
     assert status == ExitStatus.PASSED, out  # killed: the hunt held, and said so
     assert "| x01 |" in out and "| killed |" in out and words in out and "1 of 1 mutants killed" in out
+    assert f"| killed | {seed_cell}" in out and "expected also" not in out, out
 
 
 def test_a_mutant_that_exits_at_import_is_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -57,6 +57,9 @@ class HuntResult:
 
     mutant: Mutant
     seed_killers: list[str] = field(default_factory=list)
+    seed_tests_unknown: str = ""
+    """Why no seed test's verdict is known, when none is: not run under rules other than strict (they state the
+    strict rules), or lost with a process that ended before it sent them."""
     machine_killers: list[str] = field(default_factory=list)
     seconds_to_first_failure: float | None = None
     seconds_to_report: float | None = None
@@ -78,8 +81,8 @@ class HuntResult:
 
     @property
     def missed_seed_tests(self) -> list[str]:
-        """Seed tests the catalogue says must kill the mutant, but did not."""
-        return [name for name in self.mutant.killed_by if name not in self.seed_killers]
+        """Seed tests the catalogue says must kill the mutant, but did not (none when they were not run)."""
+        return [] if self.seed_tests_unknown else [name for name in self.mutant.killed_by if name not in self.seed_killers]
 
 
 def hunt_mutant(catalogue: Catalogue, mutant: Mutant, plan: HuntPlan) -> HuntResult:
@@ -91,9 +94,9 @@ def hunt_mutant(catalogue: Catalogue, mutant: Mutant, plan: HuntPlan) -> HuntRes
     and one at import is a ``TargetError``.  The seed tests state the strict
     rules, so they run only under ``strict``.
     """
-    result = HuntResult(mutant)
-    started = time.perf_counter()
     strict = plan.rules == Rules()
+    result = HuntResult(mutant, seed_tests_unknown="" if strict else "not run (they state the strict rules)")
+    started = time.perf_counter()
     name = f"{catalogue.path}#{mutant.id}"
     guard = Guard(name, plan.timeout)
     planted = loading(guard, f"cannot load {name!r}: it", load_mutant, catalogue, mutant, mutant_rules(plan.rules), limit=False, doing=f"the import of {name!r}")
@@ -267,7 +270,7 @@ def _hunted(catalogue: Catalogue, mutant: Mutant, ended: Ended) -> HuntResult:
             raise CatalogueError(value)
     if not ended.reading.stage:
         raise CatalogueError(f"{catalogue.path}: mutant {mutant.id} cannot be loaded: its process {ended.how} {ended.where()}")
-    result = HuntResult(mutant, seconds=ended.seconds)
+    result = HuntResult(mutant, seconds=ended.seconds, seed_tests_unknown=f"unknown (its process {'hung' if ended.hung else 'ended'})")
     killer = "its process hung" if ended.hung else f"its process {ended.how}"
     result.machine_killers.append(f"{ended.reading.stage} ({killer} {ended.where()})")
     result.seconds_to_first_failure = result.seconds
@@ -291,7 +294,7 @@ def table(results: list[HuntResult]) -> str:
             calls = f"none to replay: its report is {result.report}" if result.report else "-"
         if result.counterexample and result.counterexample_cut_short:
             calls += " (its budget ran out: not shown minimal)"
-        seed = ", ".join(result.seed_killers) or "none"
+        seed = ", ".join(result.seed_killers) or result.seed_tests_unknown or "none"
         if result.missed_seed_tests:
             seed += f" (expected also: {', '.join(result.missed_seed_tests)})"
         rows.append(
