@@ -13,12 +13,12 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from prefixspec.commands.closed_pipe import quiet_standard_streams
+from prefixspec.commands.standard_streams import drop_what_cannot_be_written
 from prefixspec.exit_status import ExitStatus, stop_words
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    quiet_standard_streams()  # `prefixspec check | head`: the run goes on to its verdict once the reader has gone
+    drop_what_cannot_be_written()  # `prefixspec check | head`, `> /dev/full`, `>&-`: the run goes on to its verdict
     try:
         from prefixspec.commands.main import main as run_command_line
 

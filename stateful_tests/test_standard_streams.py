@@ -1,12 +1,14 @@
-"""A reader that goes away (``prefixspec check | head``): the run goes on to its verdict, its status and its files.
+"""Output that cannot be written: the run goes on to its verdict, its status and its files.
 
 Each command runs as the console script runs it, its stdout a pipe whose reader is closed before the command
-writes a line (stderr kept in a file, to read); the negative control runs the same command past the console
-script's entry, as it ran before: a traceback, or ``prefixspec: Broken pipe`` and exit 2.
+writes a line (``prefixspec check | head``; stderr kept in a file, to read), or a full disk, or closed, and its
+stderr closed; the negative control runs the same command past the console script's entry, as it ran
+before: a traceback, or ``prefixspec: Broken pipe`` and exit 2, or a FAILED run.
 """
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +84,41 @@ def test_negative_control_past_the_entry_a_gone_reader_breaks_the_run(case: str,
     argv, verdict = CASES[case]
     status, stderr = run_with_reader_gone(PAST_ENTRY, argv, tmp_path)
     assert status != verdict or "Traceback" in stderr or "Broken pipe" in stderr, (status, stderr)
+
+
+def run_redirected(code: str, argv: list[str], scratch: Path, redirections: str) -> subprocess.CompletedProcess[str]:
+    """``argv`` run by ``code`` under the shell's ``redirections`` (``>&-``, ``> /dev/full``, ``2>&-``)."""
+    command = " ".join(shlex.quote(word) for word in [sys.executable, "-c", code, *argv])
+    return subprocess.run(
+        ["/bin/sh", "-c", f"{command} {redirections}"], capture_output=True, text=True, cwd=scratch, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=600
+    )
+
+
+@pytest.mark.parametrize("case", ["check passes", "check fails"])
+def test_a_full_disk_under_stdout_is_said_once_and_the_verdict_stands(case: str, tmp_path: Path) -> None:
+    """``> /dev/full``: one line on stderr, the verdict's status (a traceback and 120 before)."""
+    argv, verdict = CASES[case]
+    ran = run_redirected(ENTRY, argv, tmp_path, "> /dev/full")
+    assert ran.returncode == verdict, ran.stderr
+    assert ran.stderr.count("prefixspec: stdout: No space left on device; the rest of the output is dropped, the run goes on") == 1, ran.stderr
+    assert "Traceback" not in ran.stderr
+
+
+@pytest.mark.parametrize("redirections", [">&-", "2>&-", ">&- 2>&-"], ids=["stdout closed", "stderr closed", "both closed"])
+@pytest.mark.parametrize("case", ["check passes", "check fails"])
+def test_a_closed_standard_stream_leaves_the_verdict_as_it_is(case: str, redirections: str, tmp_path: Path) -> None:
+    """A closed stdout was a traceback (exit 1); a closed stderr made the next pipe take its number, and the
+    supervised run FAILED whatever the cache (exit 1)."""
+    argv, verdict = CASES[case]
+    ran = run_redirected(ENTRY, argv, tmp_path, redirections)
+    assert ran.returncode == verdict, (ran.stdout, ran.stderr)
+    assert "Traceback" not in ran.stderr + ran.stdout
+    # The run reached its verdict: a failing one wrote its counterexample (a crash of the checker exits 1 too).
+    assert (tmp_path / "out" / "golden_trace.trace").exists() == (verdict == ExitStatus.FAILED)
+
+
+@pytest.mark.parametrize("redirections", ["> /dev/full", ">&-", "2>&-"])
+def test_negative_control_past_the_entry_unwritable_output_breaks_the_run(redirections: str, tmp_path: Path) -> None:
+    argv, verdict = CASES["check passes"]
+    ran = run_redirected(PAST_ENTRY, argv, tmp_path, redirections)
+    assert ran.returncode != verdict or "Traceback" in ran.stderr, (ran.returncode, ran.stderr)
