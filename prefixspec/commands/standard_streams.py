@@ -38,6 +38,8 @@ class DroppingOutput(io.TextIOWrapper):
     def write(self, text: str) -> int:
         try:
             return super().write(text)
+        except BlockingIOError:  # a descriptor left non-blocking, momentarily full: no failure, not this class's to drop
+            raise
         except OSError as error:
             self.drop(error)
             return len(text)
@@ -45,6 +47,8 @@ class DroppingOutput(io.TextIOWrapper):
     def flush(self) -> None:
         try:
             super().flush()
+        except BlockingIOError:
+            raise
         except OSError as error:
             self.drop(error)
             super().flush()  # what was buffered goes to /dev/null now, so that the last flush at exit succeeds
