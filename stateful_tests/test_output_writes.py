@@ -89,3 +89,46 @@ def test_a_sound_run_writes_no_temporary_files(tmp_path: Path, capsys: pytest.Ca
     recorded.write_text(record_engine_run(impl.RadixCache(2)))
     assert main(["verify", str(recorded)]) == 0
     assert [p.name for p in tmp_path.iterdir()] == ["run.trace"]
+
+
+def test_a_pipe_named_by_its_descriptor_is_written_in_place() -> None:
+    """``/proc/self/fd/N`` of a pipe (``/dev/stderr``, a shell's ``>(jq .)``): its real path is ``pipe:[N]``, which
+    names no file, so the write took it for a new regular file and failed beside it, after the whole run."""
+    read, write = os.pipe()
+    try:
+        write_whole(f"/proc/self/fd/{write}", "a report\n")
+        assert os.read(read, 100) == b"a report\n"
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def test_check_json_to_its_own_stdout_is_refused_before_the_run_and_stderr_takes_it(tmp_path: Path) -> None:
+    """``--json /dev/stdout`` (or a link to it): the supervised child that writes the JSON has a stdout of its own,
+    relayed to stderr, and the report is on stdout besides: usage, exit 2, before any stage.  The control:
+    ``--json /dev/stderr`` is written, a whole JSON report on stderr, and the run passes."""
+    import json
+    import subprocess
+    import sys
+
+    link = tmp_path / "out.json"
+    link.symlink_to("/dev/stdout")
+    run = [sys.executable, "-m", "prefixspec", "check", "--profile", "dev", "--stage", "golden-trace", "--quiet", "--out", str(tmp_path)]
+    for named in ("/dev/stdout", "/dev/fd/1", str(link)):
+        refused = subprocess.run([*run, "--json", named], capture_output=True, text=True, timeout=600)
+        assert refused.returncode == 2 and refused.stdout == "", refused
+        assert refused.stderr == f"prefixspec: --json {named}: it is the stdout the report is printed on; give --json a file of its own\n"
+    written = subprocess.run([*run, "--json", "/dev/stderr"], capture_output=True, text=True, timeout=600)
+    assert written.returncode == 0 and "result: PASSED in " in written.stdout and "{" not in written.stdout, written
+    assert json.loads(written.stderr)["stages"][0]["passed"] is True
+
+
+def test_verify_shrink_out_to_stdout_is_still_written_there(tmp_path: Path) -> None:
+    """verify runs in the command's own process: ``--out /dev/stdout`` is its stdout, and the cut follows the report."""
+    import subprocess
+    import sys
+
+    recorded = tmp_path / "recorded.trace"
+    recorded.write_text("prefixspec-trace 1\nblock_size 2\nn1 = insert [1 1 2 2] [3 4] -> new []\ncached_blocks -> 1\n", encoding="utf-8")
+    ran = subprocess.run([sys.executable, "-m", "prefixspec", "verify", str(recorded), "--shrink", "--out", "/dev/stdout"], capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 1 and "\ncached_blocks -> 1\n" in ran.stdout.split("Cut by `prefixspec verify --shrink`", 1)[1], ran

@@ -20,6 +20,7 @@ from prefixspec.commands.options import (
     engine_steps,
     output_file,
     output_folder,
+    not_stdout,
     run_on_target,
     write_output,
 )
@@ -55,6 +56,7 @@ def command_check(arguments: argparse.Namespace) -> int:
     output_folder(arguments.out)
     if arguments.json is not None:
         output_file(arguments.json, "--json")
+        not_stdout(arguments.json, "--json")  # the child that writes it has a stdout of its own
         distinct_outputs(arguments.out, arguments.json)
         arguments.json = absolute_path(arguments.json)
     arguments.out = absolute_path(arguments.out)

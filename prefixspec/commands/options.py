@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -134,6 +135,33 @@ def output_file(path: str, option: str) -> Path:
         if why:
             raise UsageError(f"{option} {path}: it cannot be written in {folder} (making a file there failed: {why})")
     return file
+
+
+def not_stdout(path: str, option: str) -> None:
+    """UsageError when ``path`` names this process's descriptor 1 (``/dev/stdout``, ``/dev/fd/1``,
+    ``/proc/self/fd/1``, or a link to one), for a file a supervised run's child writes: the child's descriptor 1
+    is its own pipe, whose lines reach the terminal on stderr, and the report is printed on stdout besides."""
+    if descriptor_named(Path(path)) == 1:
+        raise UsageError(f"{option} {path}: it is the stdout the report is printed on; give {option} a file of its own")
+
+
+_DESCRIPTOR_PATH = re.compile(r"/(?:proc/self|dev)/fd/([0-9]+)")
+
+
+def descriptor_named(file: Path) -> int | None:
+    """The descriptor ``file`` names through ``/proc/self/fd/N`` or ``/dev/fd/N``, its links followed; None for a
+    path that names a file for every process alike."""
+    path = os.path.abspath(file)
+    for _ in range(40):  # the kernel's own limit of links followed
+        named = _DESCRIPTOR_PATH.fullmatch(path)
+        if named is not None:
+            return int(named[1])
+        try:
+            target = os.readlink(path)
+        except OSError:  # no link: a file, a folder, or nothing
+            return None
+        path = os.path.normpath(os.path.join(os.path.dirname(path), target))
+    return None
 
 
 def distinct_outputs(folder: str, file: str | None, folder_option: str = "--out", file_option: str = "--json") -> None:

@@ -36,15 +36,17 @@ def write_whole(path: str | os.PathLike[str], text: str) -> None:
     fails midway leaves the old file (or none), never half a trace or half a JSON report.  A path that is no
     regular file (``/dev/stdout``, ``/dev/full``, a FIFO) is written in place: renaming over it would replace it.
     """
-    real = os.path.realpath(path)
     try:
-        mode = os.stat(real).st_mode
+        # The path itself, links followed: /dev/stdout's real path is /proc/self/fd/1's target, ``pipe:[N]`` for a
+        # pipe, which names no file (the write failed with "No such file or directory" after the whole run).
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
         mode = stat.S_IFREG
     if not stat.S_ISREG(mode):
-        with open(real, "w", encoding="utf-8") as device:
+        with open(path, "w", encoding="utf-8") as device:
             device.write(text)
         return
+    real = os.path.realpath(path)
     fd, temporary = tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{os.path.basename(real)}.", suffix=".part")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as written:
