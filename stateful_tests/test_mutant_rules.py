@@ -49,7 +49,7 @@ def test_a_replay_makes_a_mutant_under_the_traces_rules(tmp_path: Path, capsys: 
 def test_check_makes_a_mutant_under_its_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A mutant that plants nothing passes check under vllm, made under it; made under strict it failed at once."""
     planted = catalogue(tmp_path, "impl", "RadixCache", "cache.py", "    def take_events(self) -> list[KVEvent]:")
-    status = main(["check", f"{planted}#a", "--rules", "vllm", "--profile", "dev", "--stage", "call-machine", "--quiet", "--out", str(tmp_path)])
+    status = main(["check", f"{planted}#a", "--rules", "vllm", "--profile", "dev", "--stage", "golden-trace", "--quiet", "--out", str(tmp_path)])
     assert status == 0, capsys.readouterr().out
 
 
