@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, NoReturn
 
-from prefixspec.commands.entry import main as prefixspec_main  # the console script itself: its streams as it sets them
+from prefixspec.commands.main import main as prefixspec_main
 from stateful_tests.fuzzing.sandbox import Case, Ran
 
 MARKER = "PREFIXSPEC_FUZZ_CASE"
