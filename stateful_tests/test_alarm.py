@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from prefixspec.targets import alarm
-from prefixspec.targets.guarded import Guard, TargetHung
+from prefixspec.targets.guard import Guard, TargetHung
 
 RUNS = 5000
 
@@ -91,7 +91,7 @@ def test_a_hang_that_swallows_the_interruption_is_interrupted_again(timer_calls:
 EXIT_PROBE = """
 import atexit, signal, sys
 from prefixspec.targets import alarm
-from prefixspec.targets.guarded import Guard
+from prefixspec.targets.guard import Guard
 if sys.argv[1] == "planted":
     atexit.unregister(alarm.disarm)
 Guard("probe", 30.0).run("its probe()", "", lambda: None)

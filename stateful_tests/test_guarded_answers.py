@@ -20,7 +20,8 @@ import pytest
 from prefixspec.commands.main import main
 from prefixspec.errors import TargetError
 from prefixspec.shipped import GOLDEN_TRACE
-from prefixspec.targets.guarded import Guard, GuardedCache, GuardedNode
+from prefixspec.targets.guard import Guard
+from prefixspec.targets.guarded import GuardedCache, GuardedNode
 from prefixspec.targets.plain import DEEPEST, TargetRaised, plain_data, plain_error, plain_result
 from prefixspec.vocabulary import BY_METHOD, WrongResult, error_name
 from spec.api import InvalidArgument, NodeView, PrefixMatch, PrefixStats, Snapshot, UnknownNode

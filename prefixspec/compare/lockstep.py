@@ -47,6 +47,7 @@ from prefixspec.compare.mirror import Mirror, MirrorError, contents_difference
 from prefixspec.compare.differences import describe_snapshot_difference as describe_snapshot_difference, result_rule
 from prefixspec.compare.differences import snapshots_agree as snapshots_agree  # re-exported: R11's verdict
 from prefixspec.compare.observable import OrderReport, order_report
+from prefixspec.targets.guarded import GuardedCache
 from prefixspec.vocabulary import TAKE_EVENTS, Call, CallThrough, Unwritable, WrongResult, features_of
 
 
@@ -190,6 +191,8 @@ class Lockstep(CallThrough):
         """The router's mirror, folded from the target's events alone."""
         self.digest = target is not None and keeps_digest(target)
         """Compare by the target's snapshot digest (``keeps_digest``), building snapshots only to explain a difference."""
+        if self.digest and compare_snapshots and snapshot_every == 1 and isinstance(target, GuardedCache):
+            target.read_digest_with_each_call()  # read in each call's own guarded run, where it is compared after every call
         self.full_every = FULL_EVERY
         self.comparisons = 0
         self.digests = DigestTally() if digests is None else digests

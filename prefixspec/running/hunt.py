@@ -27,7 +27,7 @@ from prefixspec.running.stages import RunPlan, run_check
 from prefixspec.errors import TargetError
 from prefixspec.exit_status import ExitStatus
 from prefixspec.targets.beacon import mark_stage
-from prefixspec.targets.guarded import Guard
+from prefixspec.targets.guard import Guard
 from prefixspec.targets.loading import check_factory, loading
 from prefixspec.targets.mutants import Catalogue, CatalogueError, Mutant, load_mutant, mutant_rules, mutated_sources
 from prefixspec.targets.pipe import DEFAULT_TIMEOUT

@@ -1,7 +1,7 @@
 """Loading the cache under test from a ``module:factory`` target; usage errors, each one line.
 
 The target's code (its import, the factory, one sample cache) runs under a
-``guarded.Guard``, so whatever it does there (raise anything, call
+``guard.Guard``, so whatever it does there (raise anything, call
 ``sys.exit``, raise ``KeyboardInterrupt``, print) ends as a ``TargetError``,
 never a traceback or a silent exit; only the user's own Ctrl-C goes on.
 """
@@ -17,7 +17,8 @@ from typing import TypeVar
 from spec.api import CacheFactory
 from prefixspec.errors import TargetError
 from prefixspec.shipped import definition_module
-from prefixspec.targets.guarded import Guard, GuardedFactory, TargetCrash, one_line, raised_at
+from prefixspec.targets.guard import Guard, TargetCrash, one_line, raised_at
+from prefixspec.targets.guarded import GuardedFactory
 from prefixspec.vocabulary import INTERFACE, features_of
 
 DEFAULT_TARGET = f"{definition_module('impl')}:RadixCache"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from spec.api import CacheFactory, Rules
-from prefixspec.targets.guarded import Guard
+from prefixspec.targets.guard import Guard
 from prefixspec.targets.loading import check_factory, load_factory, loading
 from prefixspec.targets.mutants import load_mutant_target
 

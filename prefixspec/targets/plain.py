@@ -5,7 +5,7 @@ node id, a ``PrefixMatch``, a snapshot, an exception.  Each of those may be
 an object of the target's own class, whose ``__eq__``, ``__hash__``,
 ``__str__`` or ``__repr__`` is the target's code: run after the call, outside
 the guard, it could end the checker with its own status or hang past
-``--timeout``.  So ``guarded.Guard`` turns every answer into checker-owned data
+``--timeout``.  So ``guard.Guard`` turns every answer into checker-owned data
 before its alarm is disarmed:
 
 - ``plain_error``: an exception becomes one of the checker's, of the same
