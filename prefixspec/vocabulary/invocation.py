@@ -40,6 +40,8 @@ def invoke(cache: PrefixCache, call: Call, node_of: Callable[[str], NodeId]) -> 
             node_of(cast(str, value)) if param.kind == "node" else list(cast(tuple[int, ...], value)) if param.kind in _SEQUENCES else value
             for param, value in zip(kind.params, call.args)
         ]
+    if isinstance(cache, CallThrough):  # a wrapper's every method comes to its ``through``: called so at once
+        return cache.through(kind.method, *arguments, namespace=call.namespace)
     method: Callable[..., object] = getattr(cache, kind.method)
     if call.namespace is not None:  # a cache without namespaces is called as before in the default one
         return method(*arguments, namespace=call.namespace)
@@ -69,21 +71,26 @@ def call_of(method: str, arguments: Sequence[object], handle_of: Callable[[NodeI
     space = None if namespace is None else namespace_of(namespace)
     args: list[Arg] = []
     for param, value in zip(kind.params, arguments, strict=True):
-        if param.kind == "node":
+        what = param.kind
+        if what == "node":
             args.append(handle_of(value))
-        elif param.kind in _SEQUENCES:
-            if not isinstance(value, Sequence) or isinstance(value, str):
+        elif what in _SEQUENCES:
+            # A tuple or a list, nearly always: the test of the abstract Sequence costs more than the call's Call.
+            if type(value) is not tuple and type(value) is not list and (not isinstance(value, Sequence) or isinstance(value, str)):
                 raise Unwritable(f"{param.name} must be a sequence of ints, got {type(value).__name__}")
-            args.append(as_ints(value, param.name))
+            args.append(as_ints(cast(Sequence[object], value), param.name))
         else:
             args.append(as_int(value, param.name))
     return Call(kind.op, tuple(args), name if kind.names_node else "", space)
 
 
+_INT: frozenset[type] = frozenset({int})
+
+
 def as_ints(values: Sequence[object], what: str) -> tuple[int, ...]:
     # Plain ints, nearly always: a set of their types is made at C speed (the scale
     # stage spent a tenth of its time here item by item); anything else is checked one by one.
-    if set(map(type, values)) <= {int}:
+    if set(map(type, values)) <= _INT:
         return tuple(cast(Sequence[int], values))
     return tuple(as_int(item, what) for item in values)
 
@@ -158,7 +165,8 @@ class CallThrough:
     result), ``handle_of`` (the handle of a node a caller passes) and
     ``next_name`` (the handle the next node-naming call gives its node).
     Its methods, one per call of the table (``passed_through``), all come to
-    ``through``.
+    ``through``, which a subclass may override but never the methods themselves:
+    ``invoke`` calls a ``CallThrough``'s ``through`` at once.
     """
 
     @property

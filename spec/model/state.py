@@ -54,11 +54,12 @@ Stamp = tuple[int, int]
 """A moment within the calls: (the call's clock, its order within the call) (R4, R7)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SpecNode:
     """A NodeId of the spec: the cache that issued it and a serial number it never reuses (R4).
 
-    The issuer makes a node of one cache unknown to every other cache (R6).
+    The issuer makes a node of one cache unknown to every other cache (R6).  A cache issues each node once, as
+    one object: a node is equal to itself alone, and hashed as itself (the lockstep looks a node up at every call).
     """
 
     issuer: object
