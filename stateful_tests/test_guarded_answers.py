@@ -12,7 +12,9 @@ boundaries.
 
 from __future__ import annotations
 
+import operator
 import traceback
+from typing import cast
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,7 @@ from prefixspec.targets.guard import Guard
 from prefixspec.targets.guarded import GuardedCache, GuardedNode
 from prefixspec.targets.plain import DEEPEST, TargetRaised, plain_data, plain_error, plain_result
 from prefixspec.vocabulary import BY_METHOD, WrongResult, error_name
-from spec.api import InvalidArgument, NodeView, PrefixMatch, PrefixStats, Snapshot, UnknownNode
+from spec.api import BlockRemoved, BlockStored, InvalidArgument, NodeView, PrefixMatch, PrefixStats, Snapshot, UnknownNode
 from stateful_tests.hostile_dunders import DEEDS, DUNDERS
 from stateful_tests.hostile_targets import HOSTILE
 from impl import RadixCache
@@ -113,6 +115,24 @@ def test_plain_data_keeps_plain_values_and_converts_what_the_comparison_read_as_
     snapshot = Snapshot(2, (view,), PrefixStats(0, 0, 0, 1, 0))
     copied = plain_data(snapshot, "snapshot")
     assert copied == snapshot and copied is not snapshot and type(plain_data(view, "x")) is NodeView
+
+
+def test_a_takes_plain_events_are_kept_as_they_are_and_any_other_is_made_plain() -> None:
+    """The events of a take of plain fields come back as the very objects (``_plain_event``); one with a value of
+    a target's class in any field is rebuilt field by field, as before the shortcut."""
+    plain_events = [BlockStored(None, (1, 2), (5,), ("tenant", 3)), BlockRemoved((5, 6)), BlockStored(5, (3, 4), (6,), None)]
+    kept = plain_data(plain_events, "take_events")
+    assert kept == plain_events and all(map(operator.is_, kept, plain_events))
+    index = cast(int, _Index())  # an int as an engine's numpy would hand it over
+    for odd in (BlockStored(None, (1, 2), (5,), _Text("a")), BlockStored(index, (1, 2), (5,)), BlockStored(None, (1, 2), (index,)),
+                BlockStored(None, (1, 2), (5,), (_Text("a"),)), BlockRemoved((index,))):
+        made = cast(list[object], plain_data([odd], "take_events"))[0]
+        assert made is not odd and made == plain_data(odd, "take_events")
+        for name in ("parent", "tokens", "blocks", "namespace"):
+            field = getattr(made, name, None)
+            assert type(field) in (int, str, tuple, type(None)), (odd, name, type(field))
+            if type(field) is tuple:
+                assert set(map(type, field)) <= {int, str}, (odd, name)
 
 
 def test_plain_data_refuses_a_class_of_the_target_and_nesting_past_the_deepest() -> None:

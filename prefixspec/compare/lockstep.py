@@ -36,9 +36,9 @@ import operator
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import NamedTuple, SupportsIndex, cast
+from typing import SupportsIndex, cast
 
-from spec.api import DIGEST_FEATURE, CacheFactory, KVEvent, NodeId, NodeView, PrefixCache, PrefixCacheError, PrefixStats, Snapshot
+from spec.api import DIGEST_FEATURE, CacheFactory, KVEvent, NodeId, PrefixCache, PrefixCacheError, Snapshot
 from spec.model import SpecCache
 from prefixspec.formats.outcomes import Outcome, same_result
 from prefixspec.formats.repeats import StepsOnDemand
@@ -47,6 +47,7 @@ from prefixspec.compare.mirror import Mirror, MirrorError, contents_difference
 from prefixspec.compare.differences import describe_snapshot_difference as describe_snapshot_difference, result_rule
 from prefixspec.compare.differences import snapshots_agree as snapshots_agree  # re-exported: R11's verdict
 from prefixspec.compare.observable import OrderReport, order_report
+from prefixspec.compare.reading import SpecReading
 from prefixspec.targets.guarded import GuardedCache
 from prefixspec.vocabulary import TAKE_EVENTS, Call, CallThrough, Unwritable, WrongResult, features_of
 
@@ -107,16 +108,6 @@ class RecordedSteps(StepsOnDemand):
 
     def step_at(self, index: int) -> Step:
         return Step(self.calls[index], self._outcomes[index].text, index + 1)
-
-
-class SpecReading(NamedTuple):
-    """The spec's state as an observer reads it around a call: its counters and its nodes, in no order.
-
-    Not a ``Snapshot``: an observer counts rule events (a split, a leaf gone), none of which needs the order, and
-    the sort of the nodes after every call cost the engine machine some 4% of its time (``bench.stage_throughput``: 1.04x)."""
-
-    stats: PrefixStats
-    nodes: tuple[NodeView, ...]
 
 
 Observer = Callable[[Call, PrefixCacheError | None, object, SpecReading, SpecReading], None]

@@ -2,7 +2,7 @@
 
 Every call a machine makes through the lockstep is observed (``Observer``):
 its result and the spec's state before and after it (its counters and nodes
-in no order, ``lockstep.SpecReading``) tell which rule events happened (a
+in no order, ``reading.SpecReading``) tell which rule events happened (a
 split by a match, duplicates handed back, a parent that became a leaf within
 one evict...), and its arguments which extremes it touched (a token at or
 past 2^31, a block id of 2^32 - 1...).  The shape of
@@ -19,12 +19,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from operator import attrgetter
 
 from hypothesis import event as hypothesis_event
 
 from spec.api import ID_LIMIT, Inserted, NodeView, PrefixCacheError, Rules, Snapshot
-from prefixspec.compare.lockstep import SpecReading
+from prefixspec.compare.reading import SpecReading
 from prefixspec.vocabulary import CALLS, TAKE_EVENTS, Call
 
 BOUNDARIES = (2**7, 2**8, 2**15, 2**16, 2**31, ID_LIMIT - 1)
@@ -134,10 +133,18 @@ class Coverage:
         self.counts: Counter[str] = Counter()
         self.features: frozenset[str] | None = None
         """The optional features of the target the machines drove (``vocabulary.features_of``), once one was made."""
+        self._told: set[str] = set()
+        """The events Hypothesis was told of in this example."""
         self.start_example()
 
     def start_example(self) -> None:
-        """Forget what the last example left pending: a batch of events never spans two caches."""
+        """Forget what the last example left pending: a batch of events never spans two caches, and Hypothesis is
+        told of each event again (its statistics count the examples that reached one)."""
+        self._told.clear()
+        self.start_batch()
+
+    def start_batch(self) -> None:
+        """A take of the events begins a batch: nothing published, refused or evicted since."""
         self._published_since_take = False
         self._refused_after_publishing = False
         self._several_leaves_since_take = False
@@ -153,13 +160,19 @@ class Coverage:
 
     def note_namespaces(self, nodes: Iterable[NodeView]) -> None:
         """The distinct namespaces (the default one aside) the nodes lie in."""
-        live = len({view.namespace for view in nodes if view.namespace is not None})
+        self.note_live_namespaces(len({view.namespace for view in nodes if view.namespace is not None}))
+
+    def note_live_namespaces(self, live: int) -> None:
+        """``live`` distinct namespaces (the default one aside) cached at once."""
         self.note_most(MOST_NAMESPACES, live)
         if live >= MANY_TENANTS:
             self.note(f"{MANY_TENANTS}+ live namespaces")
 
     def note(self, name: str, times: int = 1) -> None:
         self.counts[name] += times
+        if name in self._told:  # an example's events are a set: Hypothesis was told of this one already
+            return
+        self._told.add(name)
         try:
             hypothesis_event(name)
         except Exception:  # outside a Hypothesis test (the scale stage, a replay) there are no statistics to feed
@@ -223,7 +236,7 @@ class Coverage:
         if call.namespace is not None:
             self.note("a namespace other than the default")
             if call.op == "insert" and refusal is None:  # the one call that brings a namespace to life
-                self.note_namespaces(after.nodes)
+                self.note_live_namespaces(after.live_namespaces())
         if call.op == TAKE_EVENTS.op:
             self.observe_take(value)
             return
@@ -246,13 +259,12 @@ class Coverage:
                 self.note("split by insert")
             if isinstance(value, Inserted) and value.duplicates:
                 self.note("duplicates handed back")
-            if stored and copies_held(after.nodes) > copies_held(before.nodes):  # a copy kept is a block stored (R5, R9)
+            if stored and after.copies_held() > before.copies_held():  # a copy kept is a block stored (R5, R9)
                 self.note(COPY_KEPT)
         elif call.op == "evict":
             self.observe_evict(call, before, after)
         elif call.op == "lock":
-            most = max(map(attrgetter("locks"), after.nodes), default=0)
-            if most >= 2:
+            if after.most_locks() >= 2:
                 self.note("2+ locks on one node")
 
     def observe_take(self, events: object) -> None:
@@ -266,7 +278,7 @@ class Coverage:
             self.note(STRADDLING_BATCH)
         if self._several_leaves_since_take:
             self.note("events batch spans an evict of several leaves")
-        self.start_example()
+        self.start_batch()
 
     def observe_evict(self, call: Call, before: SpecReading, after: SpecReading) -> None:
         if call.args == (0,):
@@ -293,11 +305,6 @@ class Coverage:
 
 def prefixes_of(nodes: Iterable[NodeView]) -> list[tuple[object, tuple[int, ...]]]:
     return [(view.namespace, view.prefix) for view in nodes]
-
-
-def copies_held(nodes: Iterable[NodeView]) -> int:
-    """R5 ``dup=keep``: the further copies the nodes' positions hold."""
-    return sum(len(copies) for view in nodes for copies in view.copies)
 
 
 def required_events(stage: str, rules: Rules, features: Iterable[str] | None = None) -> list[str]:
