@@ -64,6 +64,8 @@ class DigestKeeper:
         self._shapes: dict[Node, int] = {}
         self._terms: dict[Node, int] = {}
         self._node_terms = 0
+        self._last: tuple[PrefixStats, int, int] | None = None
+        """The last digest made, and the counters and block terms it was made with."""
 
     def digest(self, block_size: int, stats: PrefixStats) -> int:
         """``spec.api.snapshot_digest_of`` the tree with ``stats``.
@@ -71,6 +73,11 @@ class DigestKeeper:
         Runtime complexity: O(1) plus that of ``shape_of`` per reshaped node and O(1) per restamped one.
         """
         tree = self._tree
+        last = self._last
+        if last is not None and not tree.reshaped and not tree.restamped and last[0] is stats and last[1] == tree.block_terms:
+            # Nothing marked since, the same counters (``RadixCache.stats`` makes them again only when one changed):
+            # the last digest (a lockstep reads one after every call, a query's too).
+            return last[2]
         if not tree.tracking:  # the first digest: every live node, and the tree marks its changes from now on
             tree.tracking = True
             tree.reshaped.update(node for node, _prefix, _namespace in tree.prefixes())
@@ -88,4 +95,6 @@ class DigestKeeper:
                 shape = self._shapes[node] = shape_of(tree, node)
             term = self._terms[node] = node_digest_term(shape, node.locks, self._order_key(node))
             self._node_terms += term
-        return snapshot_digest_of(block_size, stats, self._node_terms, tree.block_terms)
+        digest = snapshot_digest_of(block_size, stats, self._node_terms, tree.block_terms)
+        self._last = (stats, tree.block_terms, digest)
+        return digest

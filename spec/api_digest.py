@@ -24,7 +24,7 @@ def hashable_key(values: Sequence[int]) -> tuple[int | None, ...]:
     """An order key as a tuple whose hash tells every two keys apart as well as a tuple's can: Python hashes -1 and
     -2 alike, so a key with a negative int is written ``(None, *zigzag)``, every int as a distinct non-negative one
     (0, -1, 1, -2... as 0, 1, 2, 3...); a key without one stays as it is (no None: the two forms never meet)."""
-    if min(values, default=0) >= 0:
+    if not values or min(values) >= 0:
         return tuple(values)
     return (None, *(2 * value if value >= 0 else -2 * value - 1 for value in values))
 

@@ -27,6 +27,8 @@ class Evicting(Using):
         """
         last_use = self._last_use[prefix]
         evict = self._rules.evict
+        if evict == "lru":
+            return last_use
         if evict == "lfu":
             return (self._hits[prefix], *last_use)
         if evict == "fifo":
@@ -39,7 +41,7 @@ class Evicting(Using):
         if evict == "slru":
             protected = 1 if self._hits[prefix] >= self._rules.slru_threshold else 0
             return (protected, *last_use)
-        return last_use
+        raise AssertionError(f"no eviction rule {evict!r}")  # Rules admits none other
 
     def remove_leaf(self, prefix: Prefix) -> list[BlockId]:
         """R8: remove a leaf node whole, returning its blocks in token order."""
