@@ -202,7 +202,7 @@ class Lockstep(CallThrough):
         return Trace(self.reference.block_size(), list(self.steps), rules=self.reference.rules)
 
     def next_name(self) -> str:
-        return f"n{len(self.steps) + 1}"
+        return f"n{len(self.steps.calls) + 1}"
 
     def handle_of(self, node: NodeId) -> str:
         """The trace handle of a reference node that an earlier call returned."""
@@ -241,7 +241,7 @@ class Lockstep(CallThrough):
                 self._takes += 1
                 if self.compare_snapshots and self._takes % self.snapshot_every == 0:  # as often as the snapshots
                     self.check_mirror()
-            elif self.compare_snapshots and len(self.steps) % self.snapshot_every == 0:
+            elif self.compare_snapshots and len(self.steps.calls) % self.snapshot_every == 0:
                 self.check_snapshots(self.reference, self.target, refused=expected.error is not None)
         if self.observer is not None and before is not None:
             refusal = expected.error if isinstance(expected.error, PrefixCacheError) else None
@@ -313,7 +313,7 @@ class Lockstep(CallThrough):
         """The two snapshots after a call, by their digests where the target keeps one but the first time and
         every ``full_every``-th after it (or when ``full``: at the end of a replay); a difference after a call the
         spec refused breaks R10.  With events, the mirror too."""
-        if self.events and self.steps and self.steps.calls[-1].op == TAKE_EVENTS.op:
+        if self.events and self.steps.calls and self.steps.calls[-1].op == TAKE_EVENTS.op:
             self.check_mirror()
         self.comparisons += 1
         full = full or (self.comparisons - 1) % self.full_every == 0  # the 1st, the (1 + full_every)th...

@@ -209,7 +209,7 @@ class CallRunner:
         """
         kind = call.kind
         try:
-            value = invoke(self.cache, call, self.node_of)
+            value = invoke(self.cache, call, self.node_of, kind)
             if plain_value(kind, value):  # its text cannot fail: made now, or when first read
                 node = self.written_node(cast(PrefixMatch | Inserted, value).node, call.name) if kind.names_node else ""
                 outcome = Outcome(None, value, None, kind, node, plain=True)

@@ -91,12 +91,16 @@ def as_id(value: object, what: str) -> int:
     return number
 
 
+_INT: frozenset[type] = frozenset({int})
+
+
 def as_ids(values: object, what: str) -> tuple[int, ...]:
     """R1: a sequence of ids as a tuple of ints, or InvalidArgument."""
     if not isinstance(values, Sequence) or isinstance(values, str):
         raise InvalidArgument(f"{what} must be a sequence of ints, got {type(values).__name__}")
-    if type(values) in (tuple, list) and all(type(value) is int for value in values):
-        # The common case, read in C: plain ints, each in range when the least and the greatest are.
+    if type(values) in (tuple, list) and set(map(type, values)) <= _INT:
+        # The common case, read in C (the set of the values' types is int's alone): plain ints, each in range when
+        # the least and the greatest are.
         ints = tuple(cast(Sequence[int], values))
         if not ints or (min(ints) >= 0 and max(ints) < ID_LIMIT):
             return ints
