@@ -110,3 +110,35 @@ def test_the_timer_is_off_once_the_exit_handlers_ran(variant: str) -> None:
 
     done = subprocess.run([sys.executable, "-c", EXIT_PROBE, variant], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.split() == (["True", "False"] if variant == "as shipped" else ["True", "True"])
+
+
+def sleeps_past_its_limit_untimed() -> bool:
+    """Whether a guarded run of a 0.2 s guard that sleeps 0.5 s returns (untimed) rather than raising ``TargetHung``."""
+    try:
+        Guard("impl:RadixCache", 0.2).run("its evict()", "at a call", time.sleep, 0.5)
+    except TargetHung:
+        return False
+    return True
+
+
+def test_outside_the_main_thread_a_run_has_no_limit_and_the_thread_that_forked_has_one() -> None:
+    """Signals reach the main thread alone, so a run in another thread is untimed; a child forked from that thread
+    has it as its main thread, where a run is timed again (the guard reads the main thread's ident once, and again
+    after a fork).  Each half is the other's control: the same run, in the same thread, times out only in the child."""
+    import os
+    import threading
+
+    assert not sleeps_past_its_limit_untimed()  # the main thread: timed
+    seen: dict[str, object] = {}
+
+    def in_a_thread() -> None:
+        seen["untimed"] = sleeps_past_its_limit_untimed()
+        child = os.fork()
+        if child == 0:
+            os._exit(0 if not sleeps_past_its_limit_untimed() else 1)
+        seen["child status"] = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+
+    worker = threading.Thread(target=in_a_thread)
+    worker.start()
+    worker.join(60)
+    assert seen == {"untimed": True, "child status": 0}

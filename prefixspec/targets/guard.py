@@ -25,6 +25,7 @@ neither is a call with an outcome to compare.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -105,6 +106,20 @@ def exit_words(error: SystemExit | KeyboardInterrupt) -> str:
     return "raised KeyboardInterrupt though nobody pressed Ctrl-C"
 
 
+class _MainThread:
+    """The main thread's ident, read once (and again in a forked child, whose main thread is the one that forked):
+    a guarded run asks it every time, and ``threading.main_thread().ident`` is two calls of Python code."""
+
+    ident = threading.main_thread().ident
+
+
+def _forked() -> None:
+    _MainThread.ident = threading.main_thread().ident  # threading's own hook, registered before this one, ran first
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 class Guard:
     """Runs a target's code: at most ``timeout`` seconds a run (None: no limit), stdout to stderr, exits turned into reports."""
 
@@ -159,7 +174,7 @@ class Guard:
                 beacon.enter(what, where if isinstance(where, str) else where(), timed)
         try:
             sys.stdout = sys.stderr  # the target's prints go to stderr: stdout carries the report
-            if timed and self.timeout is not None and threading.get_ident() == threading.main_thread().ident:
+            if timed and self.timeout is not None and threading.get_ident() == _MainThread.ident:
                 self._armed = True  # signals reach the main thread alone: elsewhere there is no limit
                 alarm.start(self, self.timeout)
             try:
