@@ -22,6 +22,8 @@ def order_key(rules: Rules) -> Callable[[Node], tuple[int, ...]]:
     ``use=release``, whose order is the blocks' (R7, R8)."""
     if rules.use == "release":
         return lambda node: ()
+    if rules.evict == "lru" and rules.use == "path":
+        return lambda node: (node.last_use, 0)  # the default: eviction_key's int, as the spec ranks each use 0, in one call
     key = eviction_key(rules)
 
     def as_tuple(node: Node) -> tuple[int, ...]:

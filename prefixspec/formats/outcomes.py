@@ -212,7 +212,7 @@ class CallRunner:
             value = invoke(self.cache, call, self.node_of, kind)
             if plain_value(kind, value):  # its text cannot fail: made now, or when first read
                 node = self.written_node(cast(PrefixMatch | Inserted, value).node, call.name) if kind.names_node else ""
-                outcome = Outcome(None, value, None, kind, node, plain=True)
+                outcome = Outcome(None, value, None, kind, node, True)
                 if text:
                     _ = outcome.text  # rendered now, as the caller asked
                 return outcome

@@ -96,14 +96,15 @@ _INT: frozenset[type] = frozenset({int})
 
 def as_ids(values: object, what: str) -> tuple[int, ...]:
     """R1: a sequence of ids as a tuple of ints, or InvalidArgument."""
-    if not isinstance(values, Sequence) or isinstance(values, str):
+    if type(values) is tuple or type(values) is list:
+        if set(map(type, values)) <= _INT:
+            # The common case, read in C (the set of the values' types is int's alone): plain ints, each in range
+            # when the least and the greatest are.
+            ints = tuple(values)
+            if not ints or (min(ints) >= 0 and max(ints) < ID_LIMIT):
+                return ints
+    elif not isinstance(values, Sequence) or isinstance(values, str):
         raise InvalidArgument(f"{what} must be a sequence of ints, got {type(values).__name__}")
-    if type(values) in (tuple, list) and set(map(type, values)) <= _INT:
-        # The common case, read in C (the set of the values' types is int's alone): plain ints, each in range when
-        # the least and the greatest are.
-        ints = tuple(cast(Sequence[int], values))
-        if not ints or (min(ints) >= 0 and max(ints) < ID_LIMIT):
-            return ints
     checked: list[int] = []
     for value in values:
         checked.append(as_id(value, what[:-1] if what.endswith("s") else what))
