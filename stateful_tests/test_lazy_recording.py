@@ -67,10 +67,11 @@ PLAIN_EVENTS: list[list[KVEvent]] = [
     [],
     [STORED, BlockRemoved((11, 10))],
     [BlockStored(10, (5, 6), (12,), "tenant"), BlockStored(None, (7, 8), (13,), 4)],
+    [BlockStored(None, (1, 2), (14,), ("a", 1)), BlockStored(14, (3, 4), (15,), (None, "7", 7))],
 ]
 
 
-@pytest.mark.parametrize("events", PLAIN_EVENTS, ids=["none", "stored and removed", "namespaced"])
+@pytest.mark.parametrize("events", PLAIN_EVENTS, ids=["none", "stored and removed", "namespaced", "tuple namespaces"])
 def test_plain_events_are_written_as_render_result_writes_them(events: list[KVEvent]) -> None:
     assert plain_value(TAKE, events)
     assert render_plain(TAKE, events, "") == render_result(TAKE, events, lambda node: "")
@@ -79,7 +80,7 @@ def test_plain_events_are_written_as_render_result_writes_them(events: list[KVEv
 NOT_PLAIN: list[object] = [
     [dataclasses.replace(STORED, tokens=(1, 2, True, 4))],  # a bool, written True
     [dataclasses.replace(STORED, blocks=[10, 11])],  # type: ignore[arg-type]  # a list where the interface has a tuple
-    [dataclasses.replace(STORED, namespace=("a", 1))],  # a tuple namespace: its parts are written to compare
+    [dataclasses.replace(STORED, namespace=("a", True))],  # a tuple namespace with a part of another type: written to compare
     [dataclasses.replace(STORED, parent=True)],
     (STORED,),  # a tuple of events, not a list
     [BlockRemoved((1.0,))],  # type: ignore[arg-type]
@@ -100,3 +101,13 @@ def test_events_agree_by_value_or_as_text_however_cut_and_differ_otherwise() -> 
     assert same_result(spec, Outcome(None, cut, None, TAKE, "", plain=True))
     other = [dataclasses.replace(STORED, blocks=(10, 12))]
     assert not same_result(spec, Outcome(None, other, None, TAKE, "", plain=True))
+
+
+def test_events_of_tuple_namespaces_whose_texts_coincide_differ() -> None:
+    """Plain tuple namespaces compare by value: ``(7,)`` and ``("7",)``, or ``("t", "71")`` and ``("t7", "1")``, are
+    other tenants (R12), whose events differ; the same tenant's events, cut otherwise, agree as text."""
+    for mine, theirs in (((7,), ("7",)), (("t", "71"), ("t7", "1"))):
+        spec = Outcome(None, [dataclasses.replace(STORED, namespace=mine)], None, TAKE, "", plain=True)
+        assert not same_result(spec, Outcome(None, [dataclasses.replace(STORED, namespace=theirs)], None, TAKE, "", plain=True))
+        cut = [BlockStored(None, (1, 2), (10,), mine), BlockStored(10, (3, 4), (11,), mine)]
+        assert same_result(spec, Outcome(None, cut, None, TAKE, "", plain=True))

@@ -103,7 +103,8 @@ def plain_value(kind: CallKind, value: object) -> bool:
 
 
 _NAMESPACE_WORDS: frozenset[type] = frozenset({int, str, type(None)})
-"""The namespaces whose equal values are written alike (a tuple's items may be of other types: it is written to compare)."""
+"""The namespaces whose equal values are written alike, and the parts of a tuple's that are (a tuple with an item
+of another type is written to compare)."""
 
 
 def _plain_event(event: object) -> bool:
@@ -119,7 +120,7 @@ def _plain_event(event: object) -> bool:
         (stored.parent is None or type(stored.parent) is int)
         and type(stored.tokens) is tuple
         and type(stored.blocks) is tuple
-        and type(stored.namespace) in _NAMESPACE_WORDS
+        and (type(stored.namespace) in _NAMESPACE_WORDS or (type(stored.namespace) is tuple and set(map(type, stored.namespace)) <= _NAMESPACE_WORDS))
         and set(map(type, stored.tokens)) <= _INT
         and set(map(type, stored.blocks)) <= _INT
     )
