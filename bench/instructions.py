@@ -23,13 +23,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench.worktree import HERE, checked_out
 from prefixspec.commands.options import positive_int
 
-HERE = Path(__file__).resolve().parent.parent
 
 WORKLOAD = r"""
 import os, random
@@ -78,10 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         raise SystemExit("bench.instructions needs valgrind (apt-get install valgrind)")
-    scratch = Path(tempfile.mkdtemp(prefix="prefixspec-instructions-"))
-    base = scratch / "tree"
-    subprocess.run(["git", "-C", str(HERE), "worktree", "add", "--detach", str(base), arguments.against], check=True, capture_output=True)
-    try:
+    with checked_out(arguments.against) as base:
         runs = {(name, steps): (tree, steps) for name, tree in (("theirs", base), ("ours", HERE)) for steps in (0, arguments.steps)}
         with ThreadPoolExecutor(2) as pool:
             futures = {key: pool.submit(counted, *run) for key, run in runs.items()}
@@ -91,9 +87,6 @@ def main(argv: list[str] | None = None) -> int:
             f"instructions an engine step ({BURSTS} bursts of {arguments.steps:,} steps, callgrind): {arguments.against} {per_step['theirs']:,.0f},"
             f" this tree {per_step['ours']:,.0f}: this tree is {per_step['theirs'] / per_step['ours']:.3f}x {arguments.against}"
         )
-    finally:
-        subprocess.run(["git", "-C", str(HERE), "worktree", "remove", "--force", str(base)], check=False, capture_output=True)
-        shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 

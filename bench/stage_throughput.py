@@ -19,16 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from bench.worktree import HERE, checked_out
 from prefixspec.commands.options import positive_int
 
-HERE = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
 import json, sys, time
@@ -86,10 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="impl:RadixCache", help="module:factory (default impl:RadixCache)")
     parser.add_argument("--rounds", type=positive_int, default=3, help="pairs of runs, alternating (default 3)")
     arguments = parser.parse_args(argv)
-    scratch = Path(tempfile.mkdtemp(prefix="prefixspec-against-"))
-    base = scratch / "tree"
-    subprocess.run(["git", "-C", str(HERE), "worktree", "add", "--detach", str(base), arguments.against], check=True, capture_output=True)
-    try:
+    with checked_out(arguments.against) as base:
         print(f"stage {arguments.stage!r} of the ci profile on {arguments.target}, this tree against {arguments.against}, load {os.getloadavg()[0]:.2f}")
         theirs_costs: list[float] = []
         our_costs: list[float] = []
@@ -126,9 +121,6 @@ def main(argv: list[str] | None = None) -> int:
                 f"least per call: {arguments.against} {their_call:.1f} us, this tree {our_call:.1f} us: {their_call / our_call:.2f}x;"
                 f" least CPU of the stage: {their_least['cpu']:.2f} s and {our_least['cpu']:.2f} s: {their_least['cpu'] / our_least['cpu']:.2f}x"
             )
-    finally:
-        subprocess.run(["git", "-C", str(HERE), "worktree", "remove", "--force", str(base)], check=False, capture_output=True)
-        shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 
