@@ -118,7 +118,7 @@ def test_plain_data_keeps_plain_values_and_converts_what_the_comparison_read_as_
 
 
 def test_a_takes_plain_events_are_kept_as_they_are_and_any_other_is_made_plain() -> None:
-    """The events of a take of plain fields come back as the very objects (``_plain_event``); one with a value of
+    """The events of a take of plain fields come back as the very objects (``outcomes.plain_event``); one with a value of
     a target's class in any field is rebuilt field by field, as before the shortcut."""
     plain_events = [BlockStored(None, (1, 2), (5,), ("tenant", 3)), BlockRemoved((5, 6)), BlockStored(5, (3, 4), (6,), None)]
     kept = plain_data(plain_events, "take_events")

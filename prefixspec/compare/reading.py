@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterable
 
 from spec.api import NodeView, PrefixStats
 
@@ -40,8 +41,13 @@ class SpecReading:
     def live_namespaces(self) -> int:
         """The distinct namespaces (the default one aside) the nodes lie in (R12)."""
         if self._live_namespaces is None:
-            self._live_namespaces = len(set(map(_NAMESPACE, self.nodes)) - {None})
+            self._live_namespaces = live_namespaces(self.nodes)
         return self._live_namespaces
+
+
+def live_namespaces(nodes: Iterable[NodeView]) -> int:
+    """The distinct namespaces (the default one aside) ``nodes`` lie in (R12)."""
+    return len(set(map(_NAMESPACE, nodes)) - {None})
 
 
 _LOCKS, _COPIES, _NAMESPACE = operator.attrgetter("locks"), operator.attrgetter("copies"), operator.attrgetter("namespace")

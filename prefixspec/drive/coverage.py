@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from hypothesis import event as hypothesis_event
 
 from spec.api import ID_LIMIT, Inserted, NodeView, PrefixCacheError, Rules, Snapshot
-from prefixspec.compare.reading import SpecReading
+from prefixspec.compare.reading import SpecReading, live_namespaces
 from prefixspec.vocabulary import CALLS, TAKE_EVENTS, Call
 
 BOUNDARIES = (2**7, 2**8, 2**15, 2**16, 2**31, ID_LIMIT - 1)
@@ -160,7 +160,7 @@ class Coverage:
 
     def note_namespaces(self, nodes: Iterable[NodeView]) -> None:
         """The distinct namespaces (the default one aside) the nodes lie in."""
-        self.note_live_namespaces(len({view.namespace for view in nodes if view.namespace is not None}))
+        self.note_live_namespaces(live_namespaces(nodes))
 
     def note_live_namespaces(self, live: int) -> None:
         """``live`` distinct namespaces (the default one aside) cached at once."""

@@ -98,7 +98,7 @@ def plain_value(kind: CallKind, value: object) -> bool:
     if result == "blocks":
         return type(value) is list and set(map(type, value)) <= _INT
     if result == "events":
-        return type(value) is list and all(map(_plain_event, value))
+        return type(value) is list and all(map(plain_event, value))
     return result == "count" and type(value) is int
 
 
@@ -107,8 +107,9 @@ _NAMESPACE_WORDS: frozenset[type] = frozenset({int, str, type(None)})
 of another type is written to compare)."""
 
 
-def _plain_event(event: object) -> bool:
-    """A BlockStored or BlockRemoved of exact ints and a namespace of ``_NAMESPACE_WORDS``: equal ones are written alike."""
+def plain_event(event: object) -> bool:
+    """A BlockStored or BlockRemoved of exact ints and a namespace of ``_NAMESPACE_WORDS`` or a flat tuple of them:
+    equal ones are written alike, and a guarded cache keeps it as it is (``plain.plain_data``)."""
     kind = type(event)
     if kind is BlockRemoved:
         blocks = cast(BlockRemoved, event).blocks

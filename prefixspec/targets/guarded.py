@@ -87,9 +87,9 @@ class GuardedCache(CallThrough):
         self._where = CallPlace(self, "at", block_size)
         self._after = CallPlace(self, "after", block_size)
         self._digest_with_calls = False
-        self._digest_read: tuple[int, object] | None = None
-        """The digest read in the run of call N (``calls_made``), or what its read raised made plain: what
-        ``snapshot_digest`` returns, or raises, right after that call."""
+        self._digest_read: int | BaseException | None = None
+        """The digest read in the last call's run, or what its read raised made plain: what ``snapshot_digest``
+        returns, or raises, right after that call (None: none was read, or other code of the target's ran since)."""
         self.prefixspec_features = self._features()
         """What the target's cache offers beyond the interface: this wrapper has every call (``features_of``)."""
 
@@ -148,11 +148,11 @@ class GuardedCache(CallThrough):
         self.guard.go_on_as("its snapshot_digest()", self._after)
         try:
             read: Callable[[], object] = getattr(self.cache, "snapshot_digest")  # a call the interface leaves out
-            self._digest_read = (self.calls_made, self._plain_digest(read()))
+            self._digest_read = cast(int, self._plain_digest(read()))
         except (SystemExit, KeyboardInterrupt, TargetFailure, MemoryError):
             raise  # the guard's to report, as the digest's: an exit, a stop, a hang, no memory
         except BaseException as error:  # the digest's outcome: raised where the lockstep reads the digest
-            self._digest_read = (self.calls_made, plain_error(error))
+            self._digest_read = plain_error(error)
         return answer
 
     def block_size(self) -> int:
@@ -167,10 +167,10 @@ class GuardedCache(CallThrough):
         """The target's snapshot digest, for a lockstep that compares by it (``spec.api.DIGEST_FEATURE``): a plain int;
         the one read in the last call's run, if it was (``read_digest_with_each_call``)."""
         read, self._digest_read = self._digest_read, None
-        if read is not None and read[0] == self.calls_made:
-            if isinstance(read[1], BaseException):
-                raise read[1]
-            return cast(int, read[1])
+        if isinstance(read, BaseException):
+            raise read
+        if read is not None:
+            return read
         return cast(int, self.guard.run("its snapshot_digest()", self._after, self._method, "snapshot_digest", (), answer=self._plain_digest))
 
     @staticmethod

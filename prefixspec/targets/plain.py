@@ -44,6 +44,7 @@ from spec.api import (
     TargetFailure,
     UnknownNode,
 )
+from prefixspec.formats.outcomes import plain_event
 from prefixspec.vocabulary import CallKind, WrongResult, render_result
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def plain_data(value: object, what: str, depth: int = 0) -> object:
             return kind(items)
         if types == _VIEWS and all(map(_plain_view, cast("tuple[NodeView, ...]", items))):  # a snapshot's nodes
             return kind(items)
-        if types <= _EVENTS and all(map(_plain_event, items)):  # a take's events
+        if types <= _EVENTS and all(map(plain_event, items)):  # a take's events
             return kind(items)
         return kind(plain_data(item, what, depth + 1) for item in items)
     if kind is NodeView and _plain_view(cast(NodeView, value)):
@@ -163,26 +164,8 @@ def _plain_view(view: NodeView) -> bool:
 
 
 _EVENTS: frozenset[type] = frozenset({BlockStored, BlockRemoved})
-_NAMESPACE_PARTS: frozenset[type] = frozenset({int, str, type(None)})
-
-
-def _plain_event(event: object) -> bool:
-    """``event`` is a BlockStored or a BlockRemoved of plain values only (tuples of ints, an int or None for the
-    parent, a namespace of ints, strs and None): plain as it is, as ``_plain_view`` says of a node.  A take's
-    events rebuilt field by field cost the engine machine some 3% of its time (py-spy of a lockstep workload)."""
-    if type(event) is BlockRemoved:
-        removed = event.blocks
-        return type(removed) is tuple and set(map(type, removed)) <= _INT
-    stored = cast(BlockStored, event)
-    namespace = stored.namespace
-    return (
-        (stored.parent is None or type(stored.parent) is int)
-        and type(stored.tokens) is tuple
-        and type(stored.blocks) is tuple
-        and (type(namespace) in _NAMESPACE_PARTS or (type(namespace) is tuple and set(map(type, namespace)) <= _NAMESPACE_PARTS))
-        and set(map(type, stored.tokens)) <= _INT
-        and set(map(type, stored.blocks)) <= _INT
-    )
+"""A take's events: kept as they are where ``outcomes.plain_event`` holds of each (rebuilt field by field, they cost
+the engine machine some 3% of its time, py-spy of a lockstep workload)."""
 
 
 def _plain_ids(ids: object, what: str) -> list[int]:

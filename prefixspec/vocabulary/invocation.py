@@ -77,10 +77,11 @@ def call_of(method: str, arguments: Sequence[object], handle_of: Callable[[NodeI
         if what == "node":
             args.append(handle_of(value))
         elif what in _SEQUENCES:
-            # A tuple or a list, nearly always: the test of the abstract Sequence costs more than the call's Call.
-            if type(value) is not tuple and type(value) is not list and (not isinstance(value, Sequence) or isinstance(value, str)):
+            # A tuple or a list, nearly always, told apart first: the test of the abstract Sequence costs more than the call's Call.
+            if type(value) is tuple or type(value) is list or (isinstance(value, Sequence) and not isinstance(value, str)):
+                args.append(as_ints(value, param.name))
+            else:
                 raise Unwritable(f"{param.name} must be a sequence of ints, got {type(value).__name__}")
-            args.append(as_ints(cast(Sequence[object], value), param.name))
         else:
             args.append(as_int(value, param.name))
     return Call(kind.op, tuple(args), name if kind.names_node else "", space)
