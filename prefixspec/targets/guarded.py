@@ -17,7 +17,7 @@ from typing import cast
 from spec.api import DIGEST_FEATURE, CacheFactory, NodeId, PrefixCache, Snapshot, TargetFailure
 from prefixspec.targets.guard import CallPlace, Guard, one_line, raised_at
 from prefixspec.targets.plain import _Named, plain_data, plain_error, plain_result
-from prefixspec.vocabulary import BY_METHOD, CALLS, FEATURES, TAKE_EVENTS, CallThrough, WrongResult, features_of
+from prefixspec.vocabulary import BY_METHOD, CALLS, FEATURES, TAKE_EVENTS, CallKind, CallThrough, WrongResult, features_of
 
 
 class GuardedNode:
@@ -142,13 +142,13 @@ class GuardedCache(CallThrough):
             self._digest_with_calls = True
             self._answers.clear()
 
-    def _answer_and_digest(self, plain: Callable[[object], object], value: object) -> object:
+    def _answer_and_digest(self, kind: CallKind, value: object) -> object:
         """The call's answer made plain, then the digest read as ``snapshot_digest`` reads it, in the call's run."""
-        answer = plain(value)
+        answer = plain_result(kind, value, self.node)
         self.guard.go_on_as("its snapshot_digest()", self._after)
         try:
             read: Callable[[], object] = getattr(self.cache, "snapshot_digest")  # a call the interface leaves out
-            self._digest_read = cast(int, self._plain_digest(read()))
+            self._digest_read = self._plain_digest(read())
         except (SystemExit, KeyboardInterrupt, TargetFailure, MemoryError):
             raise  # the guard's to report, as the digest's: an exit, a stop, a hang, no memory
         except BaseException as error:  # the digest's outcome: raised where the lockstep reads the digest
@@ -174,7 +174,7 @@ class GuardedCache(CallThrough):
         return cast(int, self.guard.run("its snapshot_digest()", self._after, self._method, "snapshot_digest", (), answer=self._plain_digest))
 
     @staticmethod
-    def _plain_digest(value: object) -> object:
+    def _plain_digest(value: object) -> int:
         if type(value) is not int:  # said inside the guard: no code of the target's runs once it is off
             raise WrongResult(f"snapshot_digest returned {type(value).__name__}, not an int")
         return value
@@ -195,9 +195,10 @@ class GuardedCache(CallThrough):
         self._digest_read = None
         answer = self._answers.get(method)
         if answer is None:
-            answer = self._answers[method] = functools.partial(plain_result, BY_METHOD[method], node=self.node)
             if self._digest_with_calls and method != TAKE_EVENTS.method:
-                answer = self._answers[method] = functools.partial(self._answer_and_digest, answer)
+                answer = self._answers[method] = functools.partial(self._answer_and_digest, BY_METHOD[method])
+            else:
+                answer = self._answers[method] = functools.partial(plain_result, BY_METHOD[method], node=self.node)
         return self.guard.run(_DOING[method], self._where, self._method, method, arguments, namespace, answer=answer)
 
     def _method(self, method: str, arguments: Sequence[object], namespace: object = None) -> object:

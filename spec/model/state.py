@@ -69,6 +69,19 @@ class SpecNode:
         return f"node{self.serial}"
 
 
+class KeptNode:
+    """R11: what is kept of one node for the snapshot and its digest: its view, the hash of its shape
+    (``node_shape_hash``), its order key and its digest term."""
+
+    __slots__ = ("view", "shape", "key", "term")
+
+    def __init__(self, view: NodeView, shape: int, key: tuple[int, ...], term: int) -> None:
+        self.view = view
+        self.shape = shape
+        self.key = key
+        self.term = term
+
+
 # R1 ---------------------------------------------------------------------------
 
 
@@ -165,9 +178,8 @@ class State(ABC):
         self._restamped: set[Prefix] = set()
         self._restamped_blocks: set[BlockId] = set()
         self._views: dict[Prefix, NodeView] = {}
-        self._shapes: dict[Prefix, int] = {}
-        self._entries: dict[Prefix, tuple[tuple[int, ...], int, NodeView]] = {}
-        self._node_terms: dict[Prefix, int] = {}
+        """Each node's kept view (R11), apart for a copy of them all at C speed (``kept_views``)."""
+        self._kept: dict[Prefix, KeptNode] = {}
         self._node_sum = 0
         self._block_terms: dict[BlockId, int] = {}
         self._block_sum = 0
