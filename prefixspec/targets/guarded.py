@@ -204,7 +204,7 @@ class GuardedCache(CallThrough):
     def _method(self, method: str, arguments: Sequence[object], namespace: object = None) -> object:
         function: Callable[..., object] = getattr(self.cache, method)  # inside the guard: reading it may run the target's code
         if method in TAKES_NODE:
-            arguments = [_raw(argument) for argument in arguments]
+            arguments = list(map(_raw, arguments))
         if namespace is not None:  # a cache without namespaces is called as before, in the default one
             return function(*arguments, namespace=namespace)
         return function(*arguments)

@@ -60,6 +60,8 @@ _VIEWS: frozenset[type] = frozenset({NodeView})
 _FIELDS: dict[type, tuple[str, ...]] = {
     kind: tuple(field.name for field in dataclasses.fields(cast("type[DataclassInstance]", kind))) for kind in _DATACLASSES
 }
+_STATS_FIELDS = operator.attrgetter(*_FIELDS[PrefixStats])
+"""A ``PrefixStats``'s counters, read at C speed."""
 _SPEC_ERRORS: tuple[type[PrefixCacheError], ...] = (UnknownNode, NotLocked, InvalidArgument, PrefixCacheError)
 """Most derived first: a plain error keeps the interface error its original was."""
 
@@ -131,6 +133,8 @@ def plain_data(value: object, what: str, depth: int = 0) -> object:
         return kind(plain_data(item, what, depth + 1) for item in items)
     if kind is NodeView and _plain_view(cast(NodeView, value)):
         return value  # the common case, a snapshot's every node: checked at C speed, nothing to copy
+    if kind is PrefixStats and set(map(type, _STATS_FIELDS(cast(PrefixStats, value)))) <= _INT:
+        return value  # the interface's frozen dataclass of exact ints: its == and hash run none of the target's code
     if kind in _DATACLASSES:
         return kind(*(plain_data(getattr(value, name), what, depth + 1) for name in _FIELDS[kind]))
     if hasattr(kind, "__index__"):
@@ -181,6 +185,9 @@ NodeNamer = Callable[[object], object]
 
 def plain_result(kind: CallKind, value: object, node: NodeNamer) -> object:
     """The result ``value`` of a call of ``kind`` as plain data, its node named by ``node``; WrongResult as ``render_result`` says it."""
+    result = kind.result
+    if (value is None and result == "ok") or (type(value) is int and result == "count"):
+        return value  # a lock's or an unlock's None, a count: plain as they are, and half an engine's calls
     method = kind.method
     # A match's and an insert's fields of exact ints, nearly always, are copied as plain_data copies them, without
     # its calls: a match and an insert are 3 in 10 of an engine machine's calls (py-spy of a lockstep workload).
