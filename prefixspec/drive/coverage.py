@@ -126,6 +126,9 @@ _SEQUENCES_OF: dict[str, tuple[tuple[int, str], ...]] = {
 """Of each call, the places of its arguments of tokens or block ids, and what their values are (``note_values``)."""
 
 
+_TAKE = TAKE_EVENTS.op
+
+
 class Coverage:
     """Counts of the events one stage reached."""
 
@@ -232,38 +235,40 @@ class Coverage:
     def observe(self, call: Call, refusal: PrefixCacheError | None, value: object, before: SpecReading, after: SpecReading) -> None:
         """The rule events of one call, from the error the spec refused it with (or None), its result and the spec's
         state around it."""
-        self.note_values(call)
+        op = call.op
+        if _SEQUENCES_OF[op]:  # most calls take none (a lock, a count): told without a call
+            self.note_values(call)
         if call.namespace is not None:
             self.note("a namespace other than the default")
-            if call.op == "insert" and refusal is None:  # the one call that brings a namespace to life
+            if op == "insert" and refusal is None:  # the one call that brings a namespace to life
                 self.note_live_namespaces(after.live_namespaces())
-        if call.op == TAKE_EVENTS.op:
+        if op == _TAKE:
             self.observe_take(value)
             return
         if refusal is not None:
             name = type(refusal).__name__
-            self.note(f"refused {call.op}: {name}")
+            self.note(f"refused {op}: {name}")
             if name == "UnknownNode":
-                self.note(f"refused {call.op}: UnknownNode (evicted)")  # a lockstep's handles are all this cache's own
+                self.note(f"refused {op}: UnknownNode (evicted)")  # a lockstep's handles are all this cache's own
             if call.kind.publishes and self._published_since_take:
                 self._refused_after_publishing = True
             return
-        stored = call.op == "insert" and after.stats.inserted_blocks > before.stats.inserted_blocks
-        if stored:
-            self._published_since_take = True
-        grown = len(after.nodes) - len(before.nodes)
-        if call.op == "match" and grown > 0:
-            self.note("split by match")
-        elif call.op == "insert":
-            if grown - (1 if stored else 0) > 0:  # a new leaf comes with blocks stored; any node besides is a split
+        if op == "match":
+            if len(after.nodes) > len(before.nodes):
+                self.note("split by match")
+        elif op == "insert":
+            stored = after.stats.inserted_blocks > before.stats.inserted_blocks
+            if stored:
+                self._published_since_take = True
+            if len(after.nodes) - len(before.nodes) - (1 if stored else 0) > 0:  # a new leaf comes with blocks stored; any node besides is a split
                 self.note("split by insert")
             if isinstance(value, Inserted) and value.duplicates:
                 self.note("duplicates handed back")
             if stored and after.copies_held() > before.copies_held():  # a copy kept is a block stored (R5, R9)
                 self.note(COPY_KEPT)
-        elif call.op == "evict":
+        elif op == "evict":
             self.observe_evict(call, before, after)
-        elif call.op == "lock":
+        elif op == "lock":
             if after.most_locks() >= 2:
                 self.note("2+ locks on one node")
 
