@@ -123,15 +123,9 @@ class Call:
     name: str = ""
     namespace: Namespace = None
     """R12: the namespace of a match or an insert."""
-    kind: CallKind = dataclasses.field(init=False, repr=False, compare=False)
-    """The call of the table it is (``BY_OP[op]``), read once: a lockstep reads it several times a call."""
-
-    def __init__(self, op: str, args: tuple[Arg, ...] = (), name: str = "", namespace: Namespace = None) -> None:
-        # Written to the instance's dict: a frozen dataclass's own __init__ calls object.__setattr__ a field, and a
-        # lockstep makes a Call a call (0.48 -> 0.29 us a Call with its kind, timeit).
-        fields = self.__dict__
-        fields["op"], fields["args"], fields["name"], fields["namespace"] = op, args, name, namespace
-        fields["kind"] = BY_OP[op]
+    @property
+    def kind(self) -> CallKind:
+        return BY_OP[self.op]
 
     def arg(self, param: str) -> Arg:
         """The argument named ``param``."""
