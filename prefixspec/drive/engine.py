@@ -142,27 +142,32 @@ class Engine:
 
     def step(self, rng: random.Random) -> str:
         """One engine action chosen by ``rng``, then every invariant; returns the action's name."""
-        waiting = [request for request in self.running if not request.prefilled]
-        done = [request for request in self.running if request.prefilled]
         roll = rng.random()
         if roll < 0.45 and len(self.running) < self.workload.max_running:
             tenants = self.workload.namespaces
             # One draw more only with tenants: a workload in the default namespace keeps its sequence of steps.
             action = self.admit(self.prompts.next_prompt(rng), rng.choice(tenants) if len(tenants) > 1 else tenants[0])
-        elif roll < 0.7 and waiting:
-            action = self.prefill(rng.choice(waiting))
-        elif roll < 0.85 and done:
-            action = self.finish(rng.choice(done))
-        elif roll < 0.88 and waiting:
-            action = self.finish(rng.choice(waiting))  # an aborted request
-        elif roll < 0.96:
-            action = self.pressure(rng.randint(0, self.workload.most_pressure))
         else:
-            action = self.observe()
+            action = self.act_on_running(roll, rng)
         self.counts.steps += 1
         if self.counts.steps % self.check_every == 0:
             self.check()
         return action
+
+    def act_on_running(self, roll: float, rng: random.Random) -> str:
+        """The step's action where it admits no request: one on a running request, memory pressure, or a reading
+        (the requests sorted by their state only here: an admission, nearly half the steps, needs neither list)."""
+        waiting = [request for request in self.running if not request.prefilled]
+        done = [request for request in self.running if request.prefilled]
+        if roll < 0.7 and waiting:
+            return self.prefill(rng.choice(waiting))
+        if roll < 0.85 and done:
+            return self.finish(rng.choice(done))
+        if roll < 0.88 and waiting:
+            return self.finish(rng.choice(waiting))  # an aborted request
+        if roll < 0.96:
+            return self.pressure(rng.randint(0, self.workload.most_pressure))
+        return self.observe()
 
     def match(self, prompt: tuple[int, ...], namespace: Namespace) -> PrefixMatch:
         """A match in ``namespace``; a cache without namespaces is only ever asked in the default one."""
