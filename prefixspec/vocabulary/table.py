@@ -123,6 +123,7 @@ class Call:
     name: str = ""
     namespace: Namespace = None
     """R12: the namespace of a match or an insert."""
+
     @property
     def kind(self) -> CallKind:
         return BY_OP[self.op]

@@ -134,9 +134,10 @@ class Snapshotting(Counting):
         views, own_locks = self._views, self._own_locks
         for node, record in touched.items():
             locks = own_locks.get(node, 0)
-            if record is None:
+            if record is None:  # its view made again (its locks read there)
                 view = self.own_view(node)
                 shape = node_shape_hash(view.namespace, view.prefix, view.blocks, view.copies)
+                record = kept.get(node)
             else:
                 view, shape = record.view, record.shape
                 if view.locks != locks:
@@ -144,16 +145,15 @@ class Snapshotting(Counting):
             key = self.order_key(node)
             term = node_digest_term(shape, locks, key)
             if record is None:
-                record = kept.get(node)
-                if record is None:
-                    kept[node] = KeptNode(view, shape, key, term)
-                    views[node] = view
-                    self._node_sum += term
+                kept[node] = KeptNode(view, shape, key, term)
+                self._node_sum += term
+            else:
+                self._node_sum += term - record.term
+                record.shape, record.key, record.term = shape, key, term
+                if view is record.view:
                     continue
-            self._node_sum += term - record.term
-            if view is not record.view:
-                views[node] = view
-            record.view, record.shape, record.key, record.term = view, shape, key, term
+                record.view = view
+            views[node] = view
         if self._rules.use != "release":
             return
         for block in blocks:

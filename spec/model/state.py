@@ -69,17 +69,15 @@ class SpecNode:
         return f"node{self.serial}"
 
 
+@dataclass(slots=True, eq=False)
 class KeptNode:
     """R11: what is kept of one node for the snapshot and its digest: its view, the hash of its shape
     (``node_shape_hash``), its order key and its digest term."""
 
-    __slots__ = ("view", "shape", "key", "term")
-
-    def __init__(self, view: NodeView, shape: int, key: tuple[int, ...], term: int) -> None:
-        self.view = view
-        self.shape = shape
-        self.key = key
-        self.term = term
+    view: NodeView
+    shape: int
+    key: tuple[int, ...]
+    term: int
 
 
 # R1 ---------------------------------------------------------------------------
