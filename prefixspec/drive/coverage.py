@@ -290,8 +290,8 @@ class Coverage:
             self.note("evict(0)")
         if after.stats.evicted_blocks == before.stats.evicted_blocks:
             # Nothing freed: the spec removed and cut no node (R8 frees a block with every leaf it removes or cuts),
-            # so none of the events below happened.  Most evicts of an engine free nothing (its locks pin the rest),
-            # and the nodes compared below cost the engine machine some 3% of its time (bench.instructions).
+            # so none of the events below happened.  Many evicts of an engine free nothing (its locks pin the rest),
+            # and comparing their nodes cost the engine machine some 2% of its time (an evict observed: 22.1 -> 9.1 us).
             return
         self._published_since_take = True
         before_places = prefixes_of(before.nodes)

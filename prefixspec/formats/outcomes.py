@@ -152,7 +152,7 @@ def same_result(expected: Outcome, got: Outcome) -> bool:
         # A match or an insert holds each cache's own node, which never equals the other's: its other fields are
         # compared, the node by its word.  Comparing the whole value failed on every such call and rendered both
         # results (3 in 10 of the engine machine's calls are matches and inserts).
-        # Both plain and written alike, so of one type: told by ``type(...) is``, which narrows without a call.
+        # Both plain results of one call, so of one type: told by ``type(...) is``, which narrows without typing.cast's call.
         if type(mine) is PrefixMatch:
             if type(theirs) is PrefixMatch and mine.matched_tokens == theirs.matched_tokens and mine.blocks == theirs.blocks:
                 return True

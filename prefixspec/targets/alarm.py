@@ -52,8 +52,9 @@ class Timed(Protocol):
 class _AlarmState:
     """The alarm's state: the run in progress and when the timer rings next.
 
-    One instance, not the class's own attributes: each write of a class's attribute invalidates the
-    interpreter's caches of its type, and a guarded call and its digest made seven (a guarded lock and its digest: 3.9 -> 3.5 us, timeit)."""
+    One instance, not the class's own attributes: each write of a class's attribute invalidates the interpreter's
+    caches of its type, and a guarded call and its digest made seven (a guarded lock and its digest: 3.9 -> 3.5 us,
+    timeit)."""
 
     __slots__ = ("run", "started", "limit", "due")
 
