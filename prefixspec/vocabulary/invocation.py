@@ -33,7 +33,7 @@ def invoke(cache: PrefixCache, call: Call, node_of: Callable[[str], NodeId], kin
     shape = _SHAPES[kind.op] if len(call.args) == len(kind.params) else _MIXED
     if shape is _NO_ARGUMENTS:
         arguments: Sequence[object] = ()
-    elif shape is _ONE_NODE and type(handle := call.args[0]) is str:  # told so, the handle needs no cast (a call)
+    elif shape is _ONE_NODE and type(handle := call.args[0]) is str:  # a handle, as the text writes it: typed without typing.cast (a call)
         arguments = (node_of(handle),)
     elif shape is _SEQUENCES_ONLY:
         arguments = list(map(list, cast(tuple[tuple[int, ...], ...], call.args)))  # no comprehension's frame (py-spy: 1%)
