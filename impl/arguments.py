@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from typing import cast
 
 from impl.node import TOKEN_TYPECODE
 from spec.api import NAMESPACE_SHAPE, InvalidArgument, Namespace, is_namespace
@@ -20,7 +19,7 @@ def namespace_argument(value: object) -> Namespace:
     """
     if not is_namespace(value):
         raise InvalidArgument(f"{NAMESPACE_SHAPE}, got {type(value).__name__}")
-    return cast(Namespace, value)
+    return value
 
 
 def id_array(values: object, what: str) -> array[int]:

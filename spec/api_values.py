@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import SupportsIndex, cast
+from typing import SupportsIndex, TypeGuard, cast
 
 BlockId = int
 """A KV block id: an int with 0 <= id < 2**32 (R1)."""
@@ -33,8 +33,10 @@ def is_namespace_part(value: object) -> bool:
     return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def is_namespace(value: object) -> bool:
+def is_namespace(value: object) -> TypeGuard[Namespace]:
     """R12: the shape of a namespace, a part (``is_namespace_part``) or a flat tuple of parts."""
+    if value is None:  # the default namespace, nearly every call's
+        return True
     if isinstance(value, tuple):
         return all(is_namespace_part(part) for part in value)
     return is_namespace_part(value)

@@ -13,8 +13,8 @@ from prefixspec.compare.lockstep import Disagreement, Lockstep
 from prefixspec.drive.engine import Engine, Workload
 from prefixspec.formats.outcomes import Outcome, plain_value, render_plain, same_result
 from prefixspec.formats.trace import record
-from prefixspec.vocabulary import BY_METHOD, render_result
-from spec.api import BlockRemoved, BlockStored, KVEvent
+from prefixspec.vocabulary import BY_METHOD, CallKind, render_result
+from spec.api import BlockRemoved, BlockStored, KVEvent, PrefixStats
 from spec.model import SpecCache
 
 TAKE = BY_METHOD["take_events"]
@@ -111,3 +111,38 @@ def test_events_of_tuple_namespaces_whose_texts_coincide_differ() -> None:
         assert not same_result(spec, Outcome(None, [dataclasses.replace(STORED, namespace=theirs)], None, TAKE, "", plain=True))
         cut = [BlockStored(None, (1, 2), (10,), mine), BlockStored(10, (3, 4), (11,), mine)]
         assert same_result(spec, Outcome(None, cut, None, TAKE, "", plain=True))
+
+
+STATS = BY_METHOD["stats"]
+RATE = BY_METHOD["hit_rate"]
+
+
+@pytest.mark.parametrize(
+    "kind, value",
+    [(STATS, PrefixStats(3, 40, 12, 9, 2)), (STATS, PrefixStats(0, 0, 0, 0, 0)), (RATE, 0.3), (RATE, 0.0), (RATE, -0.0), (RATE, float("nan"))],
+    ids=["stats", "zero stats", "rate", "zero rate", "negative zero", "nan"],
+)
+def test_plain_counters_and_rates_are_written_as_render_result_writes_them(kind: CallKind, value: object) -> None:
+    assert plain_value(kind, value)
+    assert render_plain(kind, value, "") == render_result(kind, value, lambda node: "")
+
+
+@pytest.mark.parametrize(
+    "kind, value",
+    [(STATS, PrefixStats(3, 40, True, 9, 2)), (STATS, (3, 40, 12, 9, 2)), (RATE, 0), (RATE, True), (RATE, "0.5")],
+    ids=["bool counter", "tuple of counters", "int rate", "bool rate", "str rate"],
+)
+def test_counters_and_rates_of_other_types_are_not_plain(kind: CallKind, value: object) -> None:
+    assert not plain_value(kind, value)
+
+
+def test_counters_and_rates_agree_by_value_or_as_text_and_differ_otherwise() -> None:
+    """Equal counters agree without their text, one counter off differs (the negative control); rates within 1e-12
+    agree as text, as two engines' float printing may differ, and a rate farther off differs."""
+    counters = Outcome(None, PrefixStats(3, 40, 12, 9, 2), None, STATS, "", plain=True)
+    assert same_result(counters, Outcome(None, PrefixStats(3, 40, 12, 9, 2), None, STATS, "", plain=True))
+    assert not same_result(counters, Outcome(None, PrefixStats(3, 40, 12, 9, 3), None, STATS, "", plain=True))
+    rate = Outcome(None, 0.3, None, RATE, "", plain=True)
+    assert same_result(rate, Outcome(None, 0.1 + 0.2, None, RATE, "", plain=True))
+    assert same_result(Outcome(None, 0.0, None, RATE, "", plain=True), Outcome(None, -0.0, None, RATE, "", plain=True))
+    assert not same_result(rate, Outcome(None, 0.31, None, RATE, "", plain=True))

@@ -36,7 +36,7 @@ import operator
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import SupportsIndex, cast
+from typing import SupportsIndex, TypeAlias, cast
 
 from spec.api import DIGEST_FEATURE, CacheFactory, KVEvent, NodeId, PrefixCache, PrefixCacheError, Snapshot
 from spec.model import SpecCache
@@ -109,6 +109,9 @@ class RecordedSteps(StepsOnDemand):
     def step_at(self, index: int) -> Step:
         return Step(self.calls[index], self._outcomes[index].text, index + 1)
 
+
+_Events: TypeAlias = list[KVEvent]
+"""Named once: ``list[...]`` written in a cast is made anew at each."""
 
 Observer = Callable[[Call, PrefixCacheError | None, object, SpecReading, SpecReading], None]
 """Told of a call, the interface's error the spec refused it with (None: it did not), its result, and the spec's
@@ -220,13 +223,15 @@ class Lockstep(CallThrough):
     def perform(self, call: Call) -> object:
         """Make ``call`` on both caches, compare, and return the reference's result."""
         kind = call.kind
-        before = self.reading() if self.observer is not None else None
-        expected = self._reference_runner.run(call, text=False)  # written as text when a step is read, or to differ
+        observer = self.observer
+        # The reading after the last call, kept unless a call changed the state since: read without a call.
+        before = (self._reading or self.reading()) if observer is not None else None
+        expected = self._reference_runner.run(call, text=False, kind=kind)  # written as text when a step is read, or to differ
         if kind.params and expected.error is None:
             self._reference_snapshot = self._reference_digest = self._reading = None  # a call that takes arguments and was not refused may change the state
         self.steps.record(call, expected)
         if self._target_runner is not None and self.target is not None:
-            got = self._target_runner.run(call, text=False)  # compared by value where it can be: rendered only to differ
+            got = self._target_runner.run(call, text=False, kind=kind)  # compared by value where it can be: rendered only to differ
             if not same_result(expected, got):
                 rule = result_rule(call.op, expected.text, got.text)
                 if call.namespace is not None:  # the rule holds within a namespace: a difference there is R12's first
@@ -243,9 +248,10 @@ class Lockstep(CallThrough):
                     self.check_mirror()
             elif self.compare_snapshots and len(self.steps.calls) % self.snapshot_every == 0:
                 self.check_snapshots(self.reference, self.target, refused=expected.error is not None)
-        if self.observer is not None and before is not None:
-            refusal = expected.error if isinstance(expected.error, PrefixCacheError) else None
-            self.observer(call, refusal, expected.value, before, self.reading())
+        if observer is not None and before is not None:
+            error = expected.error
+            refusal = error if error is not None and isinstance(error, PrefixCacheError) else None
+            observer(call, refusal, expected.value, before, self._reading or self.reading())
         if kind.publishes:  # the lockstep takes the target's events after the calls that publish any (R13)
             if self.events:
                 self._changes_since_take += 1
@@ -265,7 +271,7 @@ class Lockstep(CallThrough):
     def fold_into_mirror(self, events: object) -> None:
         """R13: the target's events, folded into the router's mirror; a fold that fails is a disagreement."""
         try:
-            self.mirror.fold(cast(list[KVEvent], events))
+            self.mirror.fold(cast(_Events, events))
         except MirrorError as problem:
             raise Disagreement(self.trace(), "events", "events a mirror can fold", str(problem), "R13, the events") from None
 

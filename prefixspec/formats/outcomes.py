@@ -7,12 +7,13 @@ returns named; ``Outcome`` is what a call did, as result text; ``same_outcome`` 
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Hashable
 from typing import cast
 
-from spec.api import BlockRemoved, BlockStored, CacheFactory, Inserted, KVEvent, NodeId, PrefixCache, PrefixMatch, TargetFailure
-from prefixspec.vocabulary import Call, CallKind, error_name, invoke, render_events, render_ints, render_result, result_error, same_events
+from spec.api import BlockRemoved, BlockStored, CacheFactory, Inserted, KVEvent, NodeId, PrefixCache, PrefixMatch, PrefixStats, TargetFailure
+from prefixspec.vocabulary import STATS_FIELDS, Call, CallKind, error_name, invoke, render_events, render_ints, render_result, render_stats, result_error, same_events
 
 FOREIGN = "foreign"
 """The handle of a node of another cache (never named by a line of the trace)."""
@@ -79,10 +80,13 @@ class Outcome:
 
 _INT: frozenset[type] = frozenset({int})
 
+_COUNTERS = operator.attrgetter(*STATS_FIELDS)
+
 
 def plain_value(kind: CallKind, value: object) -> bool:
-    """``value`` is a result of ``kind`` of the interface's exact types (ints, lists of ints, its dataclasses): one
-    ``render_result`` writes without a question, and whose equal is written alike."""
+    """``value`` is a result of ``kind`` of the interface's exact types (ints, lists of ints, its dataclasses, a
+    float): one ``render_result`` writes without a question, and whose equal is written alike (or, for a rate,
+    agrees as text: 0.0 and -0.0)."""
     result = kind.result
     if result == "match":
         return (
@@ -99,6 +103,10 @@ def plain_value(kind: CallKind, value: object) -> bool:
         return type(value) is list and set(map(type, value)) <= _INT
     if result == "events":
         return type(value) is list and all(map(plain_event, value))
+    if result == "stats":  # an engine's reading of its counters: each checked and written by render_result, 5 us a side
+        return type(value) is PrefixStats and set(map(type, _COUNTERS(value))) <= _INT
+    if result == "rate":
+        return type(value) is float
     return result == "count" and type(value) is int
 
 
@@ -110,13 +118,12 @@ of another type is written to compare)."""
 def plain_event(event: object) -> bool:
     """A BlockStored or BlockRemoved of exact ints and a namespace of ``_NAMESPACE_WORDS`` or a flat tuple of them:
     equal ones are written alike, and a guarded cache keeps it as it is (``plain.plain_data``)."""
-    kind = type(event)
-    if kind is BlockRemoved:
-        blocks = cast(BlockRemoved, event).blocks
+    if type(event) is BlockRemoved:  # narrowed by ``type(...) is``, without typing.cast's call
+        blocks = event.blocks
         return type(blocks) is tuple and set(map(type, blocks)) <= _INT
-    if kind is not BlockStored:
+    if type(event) is not BlockStored:
         return False
-    stored = cast(BlockStored, event)
+    stored = event
     return (
         (stored.parent is None or type(stored.parent) is int)
         and type(stored.tokens) is tuple
@@ -141,6 +148,10 @@ def render_plain(kind: CallKind, value: object, node: str) -> str:
         return render_ints(cast(list[int], value))
     if result == "events":
         return render_events(cast(list[KVEvent], value))
+    if result == "stats":
+        return render_stats(cast(PrefixStats, value))
+    if result == "rate":
+        return repr(value)
     return str(value)
 
 
@@ -191,6 +202,10 @@ class CallRunner:
             return None
 
     def node_of(self, handle: str) -> NodeId:
+        try:  # a handle named already, nearly always: one lookup
+            return self.node_by_name[handle]
+        except KeyError:
+            pass
         if handle == FOREIGN and handle not in self.node_by_name:
             self.node_by_name[FOREIGN] = self.foreign_node()
         if handle not in self.node_by_name:
@@ -204,13 +219,15 @@ class CallRunner:
         size = self.cache.block_size()
         return self.foreign(size).insert([0] * (2 * size), [0, 1]).node
 
-    def run(self, call: Call, *, text: bool = True) -> Outcome:
+    def run(self, call: Call, *, text: bool = True, kind: CallKind | None = None) -> Outcome:
         """Make ``call`` on the cache; any exception becomes the outcome, but those of ``PASSED_ON``, which escape.
 
         ``text`` false: a result of the interface's exact types (``plain_value``) is rendered only when its
-        text is read (a lockstep compares it by value); its node is named now all the same.
+        text is read (a lockstep compares it by value); its node is named now all the same.  ``kind`` is the call's,
+        where the caller read it already.
         """
-        kind = call.kind
+        if kind is None:
+            kind = call.kind
         try:
             value = invoke(self.cache, call, self.node_of, kind)
             if plain_value(kind, value):  # its text cannot fail: made now, or when first read

@@ -167,10 +167,10 @@ class GuardedCache(CallThrough):
         """The target's snapshot digest, for a lockstep that compares by it (``spec.api.DIGEST_FEATURE``): a plain int;
         the one read in the last call's run, if it was (``read_digest_with_each_call``)."""
         read, self._digest_read = self._digest_read, None
+        if type(read) is int:  # read in the call's run, nearly always
+            return read
         if isinstance(read, BaseException):
             raise read
-        if read is not None:
-            return read
         return cast(int, self.guard.run("its snapshot_digest()", self._after, self._method, "snapshot_digest", (), answer=self._plain_digest))
 
     @staticmethod

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import cast
 
 from spec.api import NAMESPACE_SHAPE, Namespace, is_namespace
 
@@ -51,7 +50,7 @@ def read_namespace(text: str) -> Namespace:
     if isinstance(value, list) and is_namespace(tuple(value)):
         return tuple(value)
     if value is not None and is_namespace(value):  # JSON's null is no word: the default namespace is written as nothing
-        return cast(Namespace, value)
+        return value
     raise ValueError("a namespace in JSON: an integer, a string or an array of null, integers and strings, not " + type(value).__name__)
 
 
@@ -59,7 +58,7 @@ def namespace_of(value: object) -> Namespace:
     """A namespace a Python caller passes, as the text can write it; Unwritable otherwise."""
     if not is_namespace(value):
         raise Unwritable(f"{NAMESPACE_SHAPE}, got {type(value).__name__}")
-    return cast(Namespace, value)
+    return value
 
 
 

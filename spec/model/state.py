@@ -126,7 +126,7 @@ def as_namespace(value: object) -> Namespace:
     """R12: ``value`` as a namespace (``spec.api.is_namespace``: None, an int, a str, or a flat tuple of those), or InvalidArgument."""
     if not is_namespace(value):
         raise InvalidArgument(f"{NAMESPACE_SHAPE}, got {type(value).__name__}")
-    return cast(Namespace, value)
+    return value
 
 
 def as_count(value: object, what: str) -> int:
