@@ -226,8 +226,11 @@ class KeptCheck:
         if self._told:
             moved, self._moved = self._moved, {}
             holds = True
+            # By identity: ``moved`` holds each request, so no other live object has its id (a scan of the running
+            # requests for each moved one was 1.6% of the engine machine, py-spy).
+            running_ids = set(map(id, running))
             for ident, request in moved.items():
-                if any(other is request for other in running):
+                if ident in running_ids:
                     holds = self._relock(request, size) and holds
                 elif ident in self._locks:
                     self._unwatch(ident, self._locks.pop(ident))

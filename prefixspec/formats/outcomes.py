@@ -88,6 +88,8 @@ def plain_value(kind: CallKind, value: object) -> bool:
     float): one ``render_result`` writes without a question, and whose equal is written alike (or, for a rate,
     agrees as text: 0.0 and -0.0)."""
     result = kind.result
+    if result == "ok":  # a lock's, an unlock's: the most frequent first
+        return value is None
     if result == "match":
         return (
             type(value) is PrefixMatch
@@ -97,17 +99,15 @@ def plain_value(kind: CallKind, value: object) -> bool:
         )
     if result == "inserted":
         return type(value) is Inserted and type(value.duplicates) is list and set(map(type, value.duplicates)) <= _INT
-    if result == "ok":
-        return value is None
+    if result == "count":
+        return type(value) is int
     if result == "blocks":
         return type(value) is list and set(map(type, value)) <= _INT
     if result == "events":
         return type(value) is list and all(map(plain_event, value))
     if result == "stats":  # an engine's reading of its counters: each checked and written by render_result, 5 us a side
         return type(value) is PrefixStats and set(map(type, _COUNTERS(value))) <= _INT
-    if result == "rate":
-        return type(value) is float
-    return result == "count" and type(value) is int
+    return result == "rate" and type(value) is float
 
 
 _NAMESPACE_WORDS: frozenset[type] = frozenset({int, str, type(None)})
