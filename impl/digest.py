@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Callable
 
 from impl.radix import TOKEN_TYPECODE, Key, Node, RadixTree, eviction_key
-from spec.api import PrefixStats, Rules, node_digest_term, node_shape_hash, snapshot_digest_of
+from spec.api import Counters, Rules, counters_digest_of, node_digest_term, node_shape_hash
 
 
 def order_key(rules: Rules) -> Callable[[Node], tuple[int, ...]]:
@@ -66,19 +66,18 @@ class DigestKeeper:
         self._shapes: dict[Node, int] = {}
         self._terms: dict[Node, int] = {}
         self._node_terms = 0
-        self._last: tuple[PrefixStats, int, int] | None = None
+        self._last: tuple[Counters, int, int] | None = None
         """The last digest made, and the counters and block terms it was made with."""
 
-    def digest(self, block_size: int, stats: PrefixStats) -> int:
-        """``spec.api.snapshot_digest_of`` the tree with ``stats``.
+    def digest(self, block_size: int, counters: Counters) -> int:
+        """``spec.api.counters_digest_of`` the tree with ``counters`` (R9's, in ``PrefixStats``' order).
 
         Runtime complexity: O(1) plus that of ``shape_of`` per reshaped node and O(1) per restamped one.
         """
         tree = self._tree
         last = self._last
-        if last is not None and not tree.reshaped and not tree.restamped and last[0] is stats and last[1] == tree.block_terms:
-            # Nothing marked since, the same counters (``RadixCache.stats`` makes them again only when one changed):
-            # the last digest (a lockstep reads one after every call, a query's too).
+        if last is not None and not tree.reshaped and not tree.restamped and last[0] == counters and last[1] == tree.block_terms:
+            # Nothing marked since, the same counters: the last digest (a lockstep reads one after every call, a query's too).
             return last[2]
         if not tree.tracking:  # the first digest: every live node, and the tree marks its changes from now on
             tree.tracking = True
@@ -105,6 +104,6 @@ class DigestKeeper:
             node_terms += term
         restamped.clear()
         self._node_terms = node_terms
-        digest = snapshot_digest_of(block_size, stats, node_terms, tree.block_terms)
-        self._last = (stats, tree.block_terms, digest)
+        digest = counters_digest_of(block_size, counters, node_terms, tree.block_terms)
+        self._last = (counters, tree.block_terms, digest)
         return digest

@@ -74,6 +74,8 @@ from spec.api_digest import (
     node_digest_term as node_digest_term,
     block_digest_term as block_digest_term,
     snapshot_digest_of as snapshot_digest_of,
+    Counters as Counters,
+    counters_digest_of as counters_digest_of,
 )
 
 

@@ -54,4 +54,14 @@ def snapshot_digest_of(block_size: int, stats: PrefixStats, node_terms: int, blo
     so equal states have equal digests; a different state has a different one but for a hash collision
     (one in 2**64 for terms that behave as random), which the lockstep's full comparisons guard against."""
     counters = (stats.lookups, stats.query_tokens, stats.hit_tokens, stats.inserted_blocks, stats.evicted_blocks)
+    return counters_digest_of(block_size, counters, node_terms, block_terms)
+
+
+Counters = tuple[int, int, int, int, int]
+"""R9's five counters in ``PrefixStats``' order: lookups, query_tokens, hit_tokens, inserted_blocks, evicted_blocks."""
+
+
+def counters_digest_of(block_size: int, counters: Counters, node_terms: int, block_terms: int) -> int:
+    """``snapshot_digest_of``, the counters given as the tuple of ``PrefixStats``' fields in order: for a cache that
+    keeps them as ints, without a ``PrefixStats`` made at every change of one (a match changes three)."""
     return hash((block_size, counters, node_terms & _DIGEST_MASK, block_terms & _DIGEST_MASK)) & _DIGEST_MASK
