@@ -249,8 +249,7 @@ class Lockstep(CallThrough):
             elif self.compare_snapshots and len(self.steps.calls) % self.snapshot_every == 0:
                 self.check_snapshots(self.reference, self.target, refused=expected.error is not None)
         if observer is not None and before is not None:
-            error = expected.error
-            refusal = error if error is not None and isinstance(error, PrefixCacheError) else None
+            refusal = expected.error if isinstance(expected.error, PrefixCacheError) else None
             observer(call, refusal, expected.value, before, self._reading or self.reading())
         if kind.publishes:  # the lockstep takes the target's events after the calls that publish any (R13)
             if self.events:

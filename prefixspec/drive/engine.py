@@ -49,11 +49,9 @@ class Workload:
     """The most blocks a step of memory pressure asks ``evict`` to free (each asks 0 to this many, evenly)."""
 
 
-@dataclass(eq=False)
+@dataclass
 class Request:
-    """A request the engine is running; ``own`` are the ids only it holds.  Each is itself alone, never equal to
-    another: ``list.remove`` finds the one finished by identity, not by comparing every field of those before it
-    (a dataclass's ``==``, 0.2% of the engine machine, py-spy)."""
+    """A request the engine is running; ``own`` are the ids only it holds."""
 
     prompt: tuple[int, ...]
     node: NodeId
