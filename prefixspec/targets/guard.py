@@ -37,7 +37,7 @@ from typing import Protocol, TypeVar
 
 from spec.api import TargetFailure
 from prefixspec.targets import alarm
-from prefixspec.targets.beacon import current
+from prefixspec.targets.beacon import Beacon, current
 from prefixspec.targets import interrupts
 from prefixspec.targets.interrupts import stop_requested
 from prefixspec.targets.plain import plain_error
@@ -132,6 +132,8 @@ class Guard:
         self._reading = False
         """The call has returned and its answer is being read (``answer``): reports say so."""
         self._where: Where = ""
+        self._beacon: Beacon | None = None
+        """The supervisor's beacon of the run in progress (``beacon.current()``), read once a run."""
 
     def failure(self, problem: str, where: Where = "", kind: type[TargetCrash] = TargetCrash, deed: str = "") -> TargetCrash:
         """The report of ``problem`` (a sentence after the target's name), and where in the run it happened."""
@@ -166,7 +168,7 @@ class Guard:
         self._what, self._where, self._reading = what, where, False
         saved = sys.stdout
         timed = limit and self.timeout is not None
-        beacon = current()  # a supervised run: the supervisor learns the call, and ends one that outlasts the alarm
+        beacon = self._beacon = current()  # a supervised run: the supervisor learns the call, and ends one that outlasts the alarm
         if beacon is not None:
             if type(where) is CallPlace:
                 beacon.enter_numbered(what, where.head, where.cache.calls_made, where.tail, timed)
@@ -210,7 +212,7 @@ class Guard:
         """The run in progress goes on as the target's code ``what`` ``where`` (a call's digest, read in the call's
         own run): from here a report, and a supervisor's beacon, name it, and its time limit starts again."""
         self._what, self._where, self._reading = what, where, False
-        beacon = current()
+        beacon = self._beacon
         if beacon is not None:
             if type(where) is CallPlace:
                 beacon.enter_numbered(what, where.head, where.cache.calls_made, where.tail, self._armed)
