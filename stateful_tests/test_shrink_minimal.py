@@ -8,6 +8,7 @@ counterexamples of the core stages, checked by brute force.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,11 +17,12 @@ import pytest
 from spec.model import SpecCache
 from prefixspec.formats.trace import parse_trace, read_trace, record
 from prefixspec.running.recorded import Recording, shrink
+from prefixspec.compare.delta import PAIRS_UP_TO
 from prefixspec.compare.shrink import delta_debug, first_disagreement, handles_resolve
 from prefixspec.running.stages import RunPlan, run_stage
 from prefixspec.shipped import IMPL_CATALOGUE
 from prefixspec.targets.mutants import load_mutant, read_catalogue
-from prefixspec.vocabulary import TAKE_EVENTS, parse_call
+from prefixspec.vocabulary import TAKE_EVENTS, Call, parse_call, share_a_node
 
 FOREVER = float("inf")
 
@@ -33,6 +35,56 @@ def test_a_pair_that_only_goes_together_goes() -> None:
         return candidate if needed and (("x" in candidate) == ("y" in candidate)) else None
 
     assert delta_debug(["a", "x", "b", "y", "c"], cut, FOREVER) == ["a", "b", "c"]
+
+
+def pairs_apart(needed: int, pairs: int) -> tuple[list[str], Callable[[list[str]], list[str] | None]]:
+    """``needed`` items that must stay, and ``pairs`` pairs (``xK`` and ``yK``) each removable only together, with
+    needed items between its two: the windows keep them all."""
+    items = [f"n{index}" for index in range(needed)]
+    for pair in range(pairs):
+        items.insert(2 * pair + pair, f"x{pair}")
+        items.insert(2 * pair + pair + 2, f"y{pair}")
+
+    def cut(candidate: list[str]) -> list[str] | None:
+        kept = set(candidate)
+        together = all((f"x{pair}" in kept) == (f"y{pair}" in kept) for pair in range(pairs))
+        return candidate if together and all(f"n{index}" in kept for index in range(needed)) else None
+
+    return items, cut
+
+
+def same_pair(first: str, second: str) -> bool:
+    return first[0] in "xy" and second[0] in "xy" and first[1:] == second[1:]
+
+
+def test_related_pairs_go_from_a_list_too_long_for_every_pair() -> None:
+    """Past ``PAIRS_UP_TO`` items every pair is too many to try, but the pairs ``related`` relates (a lock and its
+    unlock) go all the same, in one sweep; the negative control: without ``related`` they stay."""
+    items, cut = pairs_apart(needed=60, pairs=12)
+    assert len(items) > PAIRS_UP_TO
+    tried: list[int] = []
+
+    def counted_cut(candidate: list[str]) -> list[str] | None:
+        tried.append(len(candidate))
+        return cut(candidate)
+
+    assert delta_debug(items, counted_cut, FOREVER, related=same_pair) == [f"n{index}" for index in range(60)]
+    assert len(tried) < 3_000, len(tried)
+    assert len(delta_debug(items, cut, FOREVER)) == len(items)
+
+
+def call(text: str) -> Call:
+    return parse_call(text, 1)
+
+
+def test_shared_nodes_relate_calls() -> None:
+    """A call that names a node and one that passes it, a lock and its unlock, are related; calls of other nodes,
+    or of the root alone, are not."""
+    named, lock, unlock = call("n1 = insert [1 2] [10]"), call("lock n1"), call("unlock n1")
+    assert share_a_node(named, lock) and share_a_node(lock, unlock) and share_a_node(unlock, named)
+    assert not share_a_node(lock, call("unlock n2"))
+    assert not share_a_node(call("lock root"), call("unlock root"))
+    assert not share_a_node(call("cached_blocks"), call("evict 1"))
 
 
 def test_items_removable_one_at_a_time_cost_candidates_linear_in_the_list() -> None:

@@ -49,7 +49,7 @@ class Workload:
     """The most blocks a step of memory pressure asks ``evict`` to free (each asks 0 to this many, evenly)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Request:
     """A request the engine is running; ``own`` are the ids only it holds."""
 

@@ -78,6 +78,7 @@ from prefixspec.vocabulary.table import (
     ParamKind,
     ResultKind,
     make_call,
+    share_a_node,
     render_arg,
 )
 from prefixspec.vocabulary.words import (
@@ -139,6 +140,7 @@ __all__ = [
     "ParamKind",
     "ResultKind",
     "make_call",
+    "share_a_node",
     "render_arg",
     "HANDLE",
     "LONGEST_NAMESPACE",

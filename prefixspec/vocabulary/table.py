@@ -173,6 +173,13 @@ def _slot_setter(field: str) -> Callable[[Call, object], None]:
 _SET_OP, _SET_ARGS, _SET_NAME, _SET_NAMESPACE = map(_slot_setter, ("op", "args", "name", "namespace"))
 
 
+def share_a_node(first: Call, second: Call) -> bool:
+    """Whether two calls name or pass one node (the root aside): an insert or a match and a lock of the node it
+    named, a lock and its unlock.  Such a pair goes together or not at all when a counterexample is cut."""
+    named = {first.name, *first.handles} - {"", "root"}
+    return bool(named) and not named.isdisjoint((second.name, *second.handles))
+
+
 def make_call(op: str, *args: Arg, name: str = "", namespace: Namespace = None) -> Call:
     """A call, its arguments checked against the table (a wrong one is a programming error: TypeError)."""
     kind = BY_OP[op]
