@@ -22,7 +22,7 @@ from prefixspec.compare.shrink import delta_debug, first_disagreement, handles_r
 from prefixspec.running.stages import RunPlan, run_stage
 from prefixspec.shipped import IMPL_CATALOGUE
 from prefixspec.targets.mutants import load_mutant, read_catalogue
-from prefixspec.vocabulary import TAKE_EVENTS, Call, parse_call, share_a_node
+from prefixspec.vocabulary import TAKE_EVENTS, Call, locks_and_unlocks, parse_call
 
 FOREVER = float("inf")
 
@@ -42,8 +42,8 @@ def pairs_apart(needed: int, pairs: int) -> tuple[list[str], Callable[[list[str]
     needed items between its two: the windows keep them all."""
     items = [f"n{index}" for index in range(needed)]
     for pair in range(pairs):
-        items.insert(2 * pair + pair, f"x{pair}")
-        items.insert(2 * pair + pair + 2, f"y{pair}")
+        items.insert(3 * pair, f"x{pair}")
+        items.insert(3 * pair + 2, f"y{pair}")
 
     def cut(candidate: list[str]) -> list[str] | None:
         kept = set(candidate)
@@ -53,13 +53,15 @@ def pairs_apart(needed: int, pairs: int) -> tuple[list[str], Callable[[list[str]
     return items, cut
 
 
-def same_pair(first: str, second: str) -> bool:
-    return first[0] in "xy" and second[0] in "xy" and first[1:] == second[1:]
+def x_and_y(items: list[str]) -> list[tuple[int, int]]:
+    """The positions of each ``xK`` and its ``yK``."""
+    where = {item: position for position, item in enumerate(items)}
+    return [(where[item], where["y" + item[1:]]) for item in items if item[0] == "x" and "y" + item[1:] in where]
 
 
-def test_related_pairs_go_from_a_list_too_long_for_every_pair() -> None:
-    """Past ``PAIRS_UP_TO`` items every pair is too many to try, but the pairs ``related`` relates (a lock and its
-    unlock) go all the same, in one sweep; the negative control: without ``related`` they stay."""
+def test_paired_items_go_from_a_list_too_long_for_every_pair() -> None:
+    """Past ``PAIRS_UP_TO`` items every pair is too many to try, but the pairs ``paired`` gives (a lock and its
+    unlock) go all the same, each tried once a sweep; the negative control: without ``paired`` they stay."""
     items, cut = pairs_apart(needed=60, pairs=12)
     assert len(items) > PAIRS_UP_TO
     tried: list[int] = []
@@ -68,7 +70,7 @@ def test_related_pairs_go_from_a_list_too_long_for_every_pair() -> None:
         tried.append(len(candidate))
         return cut(candidate)
 
-    assert delta_debug(items, counted_cut, FOREVER, related=same_pair) == [f"n{index}" for index in range(60)]
+    assert delta_debug(items, counted_cut, FOREVER, paired=x_and_y) == [f"n{index}" for index in range(60)]
     assert len(tried) < 3_000, len(tried)
     assert len(delta_debug(items, cut, FOREVER)) == len(items)
 
@@ -77,14 +79,14 @@ def call(text: str) -> Call:
     return parse_call(text, 1)
 
 
-def test_shared_nodes_relate_calls() -> None:
-    """A call that names a node and one that passes it, a lock and its unlock, are related; calls of other nodes,
-    or of the root alone, are not."""
-    named, lock, unlock = call("n1 = insert [1 2] [10]"), call("lock n1"), call("unlock n1")
-    assert share_a_node(named, lock) and share_a_node(lock, unlock) and share_a_node(unlock, named)
-    assert not share_a_node(lock, call("unlock n2"))
-    assert not share_a_node(call("lock root"), call("unlock root"))
-    assert not share_a_node(call("cached_blocks"), call("evict 1"))
+def test_each_unlock_is_paired_with_the_lock_it_releases() -> None:
+    """An unlock goes with the latest lock of its handle that no unlock released before it; the root's locks, an
+    unlock of nothing locked and calls of other kinds are paired with nothing."""
+    calls = [call(text) for text in (
+        "n1 = insert [1 2] [10]", "lock n1", "lock n1", "lock root", "unlock n1", "lock n2", "unlock root",
+        "unlock n2", "unlock n1", "unlock n1", "lock n3",
+    )]
+    assert locks_and_unlocks(calls) == [(2, 4), (5, 7), (1, 8)]
 
 
 def test_items_removable_one_at_a_time_cost_candidates_linear_in_the_list() -> None:

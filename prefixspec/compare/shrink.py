@@ -19,7 +19,7 @@ from prefixspec.formats.trace import FOREIGN, Step, Trace, UnresolvedHandle
 from prefixspec.compare.delta import delta_debug as delta_debug  # re-exported: where it was first
 from prefixspec.compare.history import cut_history
 from prefixspec.compare.lockstep import Disagreement, Lockstep
-from prefixspec.vocabulary import TAKE_EVENTS, Call, counted, share_a_node
+from prefixspec.vocabulary import TAKE_EVENTS, Call, counted, locks_and_unlocks
 
 
 def handles_resolve(calls: Sequence[Call]) -> bool:
@@ -141,7 +141,7 @@ def minimise(
         elif len(best) <= LONG_TRACE:
             deadline = time.monotonic() + time_budget  # a short run's budget is its cut's alone
     if len(best) <= LONG_TRACE:
-        best = delta_debug(without_takes(best, still_fails), still_fails, deadline, related=share_a_node)
+        best = delta_debug(without_takes(best, still_fails), still_fails, deadline, paired=locks_and_unlocks)
     return Minimised(best, found, time.monotonic() >= deadline)
 
 

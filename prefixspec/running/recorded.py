@@ -38,7 +38,7 @@ from spec.model import SpecCache
 from prefixspec.formats.trace import CallRunner, Step, Trace, same_outcome
 from prefixspec.drive.engine import cached_block_by_prefix
 from prefixspec.compare.shrink import delta_debug
-from prefixspec.vocabulary import QUERIES, Call, read_int, result_node, share_a_node
+from prefixspec.vocabulary import QUERIES, Call, locks_and_unlocks, read_int, result_node
 
 _LISTS = re.compile(r"\[([^\]]*)\]")
 
@@ -346,10 +346,10 @@ def shrink_within(recording: Recording, *, time_budget: float = 60.0) -> Shrunk:
         if best is None:  # the whole prefix, up to and with its divergence, diverges as the verify found
             return Shrunk(list(range(last + 1)), time.monotonic() >= deadline)  # the whole prefix resolves no differently when cut; nothing to cut safely
         recording.deadline = deadline  # the first cut (the reads') is walked whole: what is returned must diverge
-        def related(first: int, second: int) -> bool:
-            return share_a_node(steps[first].call, steps[second].call)
+        def paired(kept: list[int]) -> list[tuple[int, int]]:
+            return locks_and_unlocks([steps[index].call for index in kept])
 
-        best = delta_debug(best, recording.still_diverges, deadline, keep_last=True, related=related)
+        best = delta_debug(best, recording.still_diverges, deadline, keep_last=True, paired=paired)
         return Shrunk(best, time.monotonic() >= deadline)
     finally:  # the budget bounds this cut alone: a later walk of the recording (its caller's check) is not cut short
         recording.deadline = math.inf

@@ -78,7 +78,7 @@ from prefixspec.vocabulary.table import (
     ParamKind,
     ResultKind,
     make_call,
-    share_a_node,
+    locks_and_unlocks,
     render_arg,
 )
 from prefixspec.vocabulary.words import (
@@ -140,7 +140,7 @@ __all__ = [
     "ParamKind",
     "ResultKind",
     "make_call",
-    "share_a_node",
+    "locks_and_unlocks",
     "render_arg",
     "HANDLE",
     "LONGEST_NAMESPACE",

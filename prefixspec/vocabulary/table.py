@@ -12,7 +12,7 @@ that no other module ties a rule to a call.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -173,11 +173,20 @@ def _slot_setter(field: str) -> Callable[[Call, object], None]:
 _SET_OP, _SET_ARGS, _SET_NAME, _SET_NAMESPACE = map(_slot_setter, ("op", "args", "name", "namespace"))
 
 
-def share_a_node(first: Call, second: Call) -> bool:
-    """Whether two calls name or pass one node (the root aside): an insert or a match and a lock of the node it
-    named, a lock and its unlock.  Such a pair goes together or not at all when a counterexample is cut."""
-    named = {first.name, *first.handles} - {"", "root"}
-    return bool(named) and not named.isdisjoint((second.name, *second.handles))
+def locks_and_unlocks(calls: Sequence[Call]) -> list[tuple[int, int]]:
+    """The positions of each ``unlock`` of a node's handle (the root aside) and the latest ``lock`` of it before
+    that no unlock released yet: a pair that goes together or not at all when a counterexample is cut (the
+    unlock alone would be ``NotLocked``; the lock alone would pin the node)."""
+    open_locks: dict[str, list[int]] = {}
+    pairs: list[tuple[int, int]] = []
+    for position, call in enumerate(calls):
+        if call.op in ("lock", "unlock") and call.args and call.args[0] != "root":
+            handle = str(call.args[0])
+            if call.op == "lock":
+                open_locks.setdefault(handle, []).append(position)
+            elif open_locks.get(handle):
+                pairs.append((open_locks[handle].pop(), position))
+    return pairs
 
 
 def make_call(op: str, *args: Arg, name: str = "", namespace: Namespace = None) -> Call:
