@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import impl
 from prefixspec.compare.lockstep import Lockstep
 from prefixspec.drive.conservation import EngineViolation, Holder, KeptCheck, KeptCheckDiverged, Key, check_from_scratch
-from prefixspec.drive.engine import Engine, Workload
+from prefixspec.drive.engine import Engine, Request, Workload
 from spec.api import BlockId, NodeView, Rules, Snapshot, parse_rules
 from spec.model import SpecCache
 
@@ -222,3 +222,23 @@ def test_drained_engine_keeps_one_view_per_node() -> None:
     assert engine.kept.cached == {} and not engine.running
     assert len(NodeView.__dataclass_fields__) == 5  # the fields ``view_entries`` reads: a new one is to be followed too
 
+
+
+def test_a_finished_request_is_the_one_removed_even_beside_its_twin() -> None:
+    """Requests are told apart by identity: finishing one leaves its twin of equal fields running (two prefilled
+    requests of one prompt); the negative control: objects equal by their fields, as a plain dataclass makes
+    them, are one to ``list.remove``, which takes the first."""
+    engine = Engine(Lockstep(SpecCache(2), impl.RadixCache(2)), Workload(pool_size=24), prompt_seed=1)
+    first, twin = (Request((1, 2, 3), engine.cache.root, [], [], 0, prefilled=True) for _ in range(2))
+    engine.running.extend([first, twin])
+    engine.finish(twin)
+    assert engine.running == [first] and engine.running[0] is first
+
+    @dataclasses.dataclass
+    class ByFields:
+        prompt: tuple[int, ...]
+
+    older, newer = ByFields((1,)), ByFields((1,))
+    alike = [older, newer]
+    alike.remove(newer)
+    assert alike[0] is newer  # the older twin went in its place
