@@ -126,7 +126,8 @@ class Call:
 
     def __init__(self, op: str, args: tuple[Arg, ...] = (), name: str = "", namespace: Namespace = None) -> None:
         # Each field set by its slot's own setter: a frozen dataclass's __init__ sets each through
-        # object.__setattr__, and a lockstep makes a Call at every call (490 -> 264 ns a Call, timeit; bench.instructions: 1.3% of an engine step).
+        # object.__setattr__, and a lockstep makes a Call at every call (490 -> 264 ns a Call, timeit;
+        # bench.instructions: 1.3% of an engine step).
         _SET_OP(self, op)
         _SET_ARGS(self, args)
         _SET_NAME(self, name)
