@@ -223,7 +223,6 @@ def test_drained_engine_keeps_one_view_per_node() -> None:
     assert len(NodeView.__dataclass_fields__) == 5  # the fields ``view_entries`` reads: a new one is to be followed too
 
 
-
 def test_a_finished_request_is_the_one_removed_even_beside_its_twin() -> None:
     """Requests are told apart by identity: finishing one leaves its twin of equal fields running (two prefilled
     requests of one prompt); the negative control: objects equal by their fields, as a plain dataclass makes
