@@ -106,8 +106,14 @@ def plain_value(kind: CallKind, value: object) -> bool:
     if result == "events":
         return type(value) is list and all(map(plain_event, value))
     if result == "stats":  # an engine's reading of its counters: each checked and written by render_result, 5 us a side
-        return type(value) is PrefixStats and set(map(type, _COUNTERS(value))) <= _INT
+        return plain_stats(value)
     return result == "rate" and type(value) is float
+
+
+def plain_stats(value: object) -> bool:
+    """A ``PrefixStats`` of exact ints: written alike when equal, and a guarded cache keeps it as it is
+    (``plain.plain_data``); its ``==`` and hash run none of the target's code."""
+    return type(value) is PrefixStats and set(map(type, _COUNTERS(value))) <= _INT
 
 
 _NAMESPACE_WORDS: frozenset[type] = frozenset({int, str, type(None)})

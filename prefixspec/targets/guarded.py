@@ -152,8 +152,7 @@ class GuardedCache(CallThrough):
         self.guard.go_on_as("its snapshot_digest()", self._after)
         try:
             read: Callable[[], object] = getattr(self.cache, "snapshot_digest")  # a call the interface leaves out
-            digest = read()
-            self._digest_read = digest if type(digest) is int else self._plain_digest(digest)  # an int: plain as it is
+            self._digest_read = self._plain_digest(read())
         except (SystemExit, KeyboardInterrupt, TargetFailure, MemoryError):
             raise  # the guard's to report, as the digest's: an exit, a stop, a hang, no memory
         except BaseException as error:  # the digest's outcome: raised where the lockstep reads the digest

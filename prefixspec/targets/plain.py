@@ -44,7 +44,7 @@ from spec.api import (
     TargetFailure,
     UnknownNode,
 )
-from prefixspec.formats.outcomes import plain_event
+from prefixspec.formats.outcomes import plain_event, plain_stats
 from prefixspec.vocabulary import CallKind, WrongResult, render_result
 
 if TYPE_CHECKING:
@@ -60,8 +60,6 @@ _VIEWS: frozenset[type] = frozenset({NodeView})
 _FIELDS: dict[type, tuple[str, ...]] = {
     kind: tuple(field.name for field in dataclasses.fields(cast("type[DataclassInstance]", kind))) for kind in _DATACLASSES
 }
-_STATS_FIELDS = operator.attrgetter(*_FIELDS[PrefixStats])
-"""A ``PrefixStats``'s counters, read at C speed."""
 _SPEC_ERRORS: tuple[type[PrefixCacheError], ...] = (UnknownNode, NotLocked, InvalidArgument, PrefixCacheError)
 """Most derived first: a plain error keeps the interface error its original was."""
 
@@ -133,8 +131,8 @@ def plain_data(value: object, what: str, depth: int = 0) -> object:
         return kind(plain_data(item, what, depth + 1) for item in items)
     if kind is NodeView and _plain_view(cast(NodeView, value)):
         return value  # the common case, a snapshot's every node: checked at C speed, nothing to copy
-    if kind is PrefixStats and set(map(type, _STATS_FIELDS(cast(PrefixStats, value)))) <= _INT:
-        return value  # the interface's frozen dataclass of exact ints: its == and hash run none of the target's code
+    if plain_stats(value):
+        return value  # the interface's frozen dataclass of exact ints, kept as it is
     if kind in _DATACLASSES:
         return kind(*(plain_data(getattr(value, name), what, depth + 1) for name in _FIELDS[kind]))
     if hasattr(kind, "__index__"):
