@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 
 from spec import arith
@@ -30,12 +30,9 @@ class Contents(State):
         namespace, tokens = prefix
         return namespace, tokens[: len(tokens) - self._block_size]
 
-    def blocks_of(self, prefix: Prefix) -> list[BlockId]:
-        """R2: the ids of a cached prefix's blocks, in token order."""
-        blocks: list[BlockId] = []
-        for shorter in self.whole_block_prefixes(prefix):
-            blocks.append(self._block_at[shorter])
-        return blocks
+    def blocks_of(self, path: Iterable[Prefix]) -> list[BlockId]:
+        """R2: the ids of the blocks of ``path``'s cached prefixes, in its order."""
+        return [self._block_at[prefix] for prefix in path]
 
     def block_cached_at(self, tokens: Sequence[int], namespace: Namespace = None) -> BlockId | None:
         """R2: the id of the block that ends at ``tokens`` (a whole-block prefix) in ``namespace``, None where none is cached."""
@@ -73,15 +70,17 @@ class Contents(State):
         self._extensions[self.one_block_shorter(prefix)].discard(prefix)
         self._restamped_blocks.add(block)  # R11: not the prefix: the callers mark the node it ended, once
 
-    def longest_cached_prefix(self, tokens: Prefix) -> Prefix:
-        """R2: the longest whole-block prefix of ``tokens`` that is cached.
+    def cached_path(self, prefixes: Iterable[Prefix]) -> list[Prefix]:
+        """R2: the leading cached ones of ``prefixes`` (a prompt's whole-block prefixes, shortest first): its longest
+        cached whole-block prefix and the shorter ones, the path a match or an insert follows from the root.
 
         Cached prefixes are closed under shortening, so the first uncached block
-        ends the search.
+        ends the search.  The path is made once a call and read by every rule the call applies (R3, R4, R5, R7):
+        each reading made its prefixes anew, a tuple sliced and hashed per block.
         """
-        longest: Prefix = (tokens[0], ())
-        for prefix in self.whole_block_prefixes(tokens):
+        path: list[Prefix] = []
+        for prefix in prefixes:
             if prefix not in self._block_at:
                 break
-            longest = prefix
-        return longest
+            path.append(prefix)
+        return path

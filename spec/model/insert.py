@@ -50,9 +50,9 @@ class Inserting(Nodes):
         if not positions:
             return Inserted(node=self.root, duplicates=[])
         inserted = positions[-1]
-        branch_point = self.longest_cached_prefix(inserted)
-        if branch_point[1] and branch_point != inserted:
-            self.split_at(branch_point)
+        followed = self.cached_path(positions)
+        if followed and followed[-1] != inserted:  # the branch point, where the insert leaves the cached path
+            self.split_at(followed[-1])
         duplicates: list[BlockId] = []
         stored_at: list[int] = []
         held: list[BlockId] = []
@@ -77,13 +77,13 @@ class Inserting(Nodes):
         self.publish_stored(space, prompt, held, stored_at)
         node = self.split_at(inserted)
         if copied:  # R11: a copy changes the view of the node it lies in, one of the nodes of the inserted path
-            for prefix in self.whole_block_prefixes(inserted):
+            for prefix in positions:
                 if prefix in self._node_at:
                     self._reshaped.add(prefix)
         if self._rules.use == "release":
             self.release(list(zip(positions, held)))
         else:
-            self.use_path(inserted, hit=True)
+            self.use_path(positions, hit=True)
         return Inserted(node=node, duplicates=duplicates)
 
     def check_reused_lead(self, positions: list[Prefix], given: Sequence[BlockId]) -> None:

@@ -25,14 +25,15 @@ class Matching(Contents):
         prompt = as_ids(tokens, "tokens")
         space = as_namespace(namespace)
         usable = arith.usable_prefix(len(prompt), self._block_size)
-        matched = self.longest_cached_prefix((space, prompt[:usable]))
+        path = self.cached_path(self.whole_block_prefixes((space, prompt[:usable])))
+        matched = len(path[-1][1]) if path else 0
         self.next_call()
         node = self.root
-        if matched[1]:
-            node = self.split_at(matched)
+        if path:
+            node = self.split_at(path[-1])
             if self._rules.use != "release":  # variant use=release: a lookup touches nothing (R7)
-                self.use_path(matched, hit=False)
+                self.use_path(path, hit=False)
         self._lookups += 1
         self._query_tokens += len(prompt)
-        self._hit_tokens += len(matched[1])
-        return PrefixMatch(matched_tokens=len(matched[1]), blocks=self.blocks_of(matched), node=node)
+        self._hit_tokens += matched
+        return PrefixMatch(matched_tokens=matched, blocks=self.blocks_of(path), node=node)

@@ -206,8 +206,8 @@ class State(ABC):
         """R4 (``nodes``): make a node end at a cached ``prefix``; called by R3 and R5."""
 
     @abstractmethod
-    def use_path(self, prefix: Prefix, *, hit: bool) -> None:
-        """R7 (``use``): the current call is a use of every node down to ``prefix``; called by R3 and R5."""
+    def use_path(self, path: list[Prefix], *, hit: bool) -> None:
+        """R7 (``use``): the current call is a use of every node of ``path``; called by R3 and R5."""
 
     @abstractmethod
     def release(self, held: list[tuple[Prefix, BlockId]]) -> None:

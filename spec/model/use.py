@@ -12,8 +12,9 @@ class Using(Locking):
 
     # R7: use ------------------------------------------------------------------------
 
-    def use_path(self, prefix: Prefix, *, hit: bool) -> None:
-        """R7: the current call is a use of every node from the root down to ``prefix``; an insert is a hit of each.
+    def use_path(self, path: list[Prefix], *, hit: bool) -> None:
+        """R7: the current call is a use of every node of ``path`` (the whole-block prefixes from the root down to
+        where the call ends, ``cached_path``); an insert is a hit of each.
 
         Variant ``use=path``: the uses of one call are one moment, ``(clock, 0)``.
         Variant ``use=path+split-tail``: the call walks the nodes that were
@@ -23,7 +24,7 @@ class Using(Locking):
         new leaf).
         """
         split_tail = self._rules.use == "path+split-tail"
-        for node_prefix in self.whole_block_prefixes(prefix):
+        for node_prefix in path:
             if node_prefix in self._node_at:
                 rank = self._created_by_this_call.get(node_prefix, 0) if split_tail else 0
                 self._last_use[node_prefix] = (self._clock, rank)
