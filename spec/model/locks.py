@@ -56,11 +56,15 @@ class Locking(Inserting):
         above that one is pinned already: it costs the pinned blocks, not every locked path whole (requests
         that share a long prompt lock paths that share most of their blocks)."""
         pinned: set[Prefix] = set()
-        for locked in self._own_locks:
-            at = locked
-            while at[1] and at not in pinned:
+        size = self._block_size
+        for namespace, tokens in self._own_locks:
+            end = len(tokens)
+            while end:  # one block shorter at each step (``one_block_shorter``, read in line: a query's every pinned block)
+                at = (namespace, tokens[:end])
+                if at in pinned:
+                    break
                 pinned.add(at)
-                at = self.one_block_shorter(at)
+                end -= size
         return pinned
 
     def leaf_is_pinned(self, leaf: Prefix) -> bool:
