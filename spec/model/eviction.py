@@ -45,11 +45,10 @@ class Evicting(Using):
 
     def remove_leaf(self, prefix: Prefix) -> list[BlockId]:
         """R8: remove a leaf node whole, returning its blocks in token order."""
-        freed = self.node_blocks(prefix)
-        at = prefix
-        for _ in freed:  # its own blocks, the last first
+        own = self.own_prefixes(prefix)
+        freed = [self._block_at[at] for at in reversed(own)]
+        for at in own:  # its own blocks, the last first
             self.drop_block(at)
-            at = self.one_block_shorter(at)
         node = self._node_at.pop(prefix)
         self._reshaped.add(prefix)
         del self._prefix_of[node]

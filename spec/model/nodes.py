@@ -51,30 +51,31 @@ class Nodes(Matching):
             self._reshaped.add(lower)  # it now holds only the blocks below the new node
         return node
 
-    def parent_end(self, prefix: Prefix) -> int:
-        """R4: where the parent of the node at ``prefix`` ends: the longest shorter prefix that is a node, or 0 (the root).
+    def own_prefixes(self, prefix: Prefix) -> list[Prefix]:
+        """R4: the cached prefixes the node at ``prefix`` holds itself, its own end first: read up from it one block at
+        a time down to just past its parent's end (the longest shorter prefix that is a node, or the root's).
 
-        Read up from the node one block at a time, the first node met being the longest: it costs the node's own
-        blocks, not every prefix of its path (a path hundreds of nodes deep made each call quadratic in its length).
+        It costs the node's own blocks, not every prefix of its path (a path hundreds of nodes deep made each call
+        quadratic in its length); what reads a node's blocks, where its parent ends, or removes it reads them once.
         """
-        at = self.one_block_shorter(prefix)
-        while at[1]:
+        own = [prefix]
+        namespace, tokens = prefix
+        end = len(tokens) - self._block_size
+        while end > 0:  # one block shorter at each step (``one_block_shorter``, read in line)
+            at = (namespace, tokens[:end])
             if at in self._node_at:
-                return len(at[1])
-            at = self.one_block_shorter(at)
-        return 0
+                break
+            own.append(at)
+            end -= self._block_size
+        return own
+
+    def parent_end(self, prefix: Prefix) -> int:
+        """R4: where the parent of the node at ``prefix`` ends: the longest shorter prefix that is a node, or 0 (the root)."""
+        return len(self.own_prefixes(prefix)[-1][1]) - self._block_size
 
     def node_blocks(self, prefix: Prefix) -> list[BlockId]:
-        """R4: the blocks the node at ``prefix`` holds itself, in token order: those of its cached prefixes longer than
-        its parent's end, read up from its end."""
-        end = self.parent_end(prefix)
-        blocks: list[BlockId] = []
-        at = prefix
-        while len(at[1]) > end:
-            blocks.append(self._block_at[at])
-            at = self.one_block_shorter(at)
-        blocks.reverse()
-        return blocks
+        """R4: the blocks the node at ``prefix`` holds itself, in token order: those of its own cached prefixes."""
+        return [self._block_at[at] for at in reversed(self.own_prefixes(prefix))]
 
     def node_below(self, prefix: Prefix) -> Prefix | None:
         """R4: the node a cached ``prefix`` lies inside, or None when no node extends it.

@@ -81,19 +81,12 @@ class Snapshotting(Counting):
 
     def own_view(self, prefix: Prefix) -> NodeView:
         """R4, R11: the view of the node at ``prefix`` alone, its blocks read up from its end to the node above it."""
-        blocks: list[BlockId] = []
-        copies: list[tuple[BlockId, ...]] = []
-        at = prefix
-        while True:
-            blocks.append(self._block_at[at])
-            copies.append(tuple(self.copies_at(at)))
-            at = self.one_block_shorter(at)
-            if not at[1] or at in self._node_at:
-                break
-        blocks.reverse()
-        copies.reverse()
-        shown = tuple(copies) if any(copies) else ()  # R5 dup=keep: a node without copies shows none
-        return NodeView(prefix[1], tuple(blocks), self._own_locks.get(prefix, 0), prefix[0], shown)
+        own = self.own_prefixes(prefix)
+        own.reverse()
+        blocks = tuple([self._block_at[at] for at in own])
+        copies = tuple([tuple(self.copies_at(at)) for at in own]) if self._copies else ()  # R5: only dup=keep keeps any
+        shown = copies if any(copies) else ()  # R5 dup=keep: a node without copies shows none
+        return NodeView(prefix[1], blocks, self._own_locks.get(prefix, 0), prefix[0], shown)
 
     def marked_prefixes(self) -> set[Prefix]:
         """R11: the prefixes the calls since the last refresh marked, the ones ``refresh_kept`` will look at again:
