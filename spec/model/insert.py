@@ -72,7 +72,8 @@ class Inserting(Nodes):
                 stored_at.append(index)
             else:
                 duplicates.append(block)
-            held.append(self._block_at[prefix] if self._rules.dup == "refuse" else block)
+            # The id held at the position: under refuse the one cached there (the caller's, where it was not yet).
+            held.append(cached if cached is not None and self._rules.dup == "refuse" else block)
         self._inserted_blocks += len(stored_at)
         self.publish_stored(space, prompt, held, stored_at)
         node = self.split_at(inserted)
