@@ -97,17 +97,15 @@ class RecordedSteps(StepsOnDemand):
     def __init__(self) -> None:
         self.calls: list[Call] = []
         """Every call so far, in order: read without making a step."""
-        self._outcomes: list[Outcome] = []
-
-    def record(self, call: Call, outcome: Outcome) -> None:
-        self.calls.append(call)
-        self._outcomes.append(outcome)
+        self.outcomes: list[Outcome] = []
+        """The reference's outcome of each call, beside it: a call is recorded by appending to both lists (the
+        lockstep does so in line, at every call)."""
 
     def __len__(self) -> int:
         return len(self.calls)
 
     def step_at(self, index: int) -> Step:
-        return Step(self.calls[index], self._outcomes[index].text, index + 1)
+        return Step(self.calls[index], self.outcomes[index].text, index + 1)
 
 
 _Events: TypeAlias = list[KVEvent]
@@ -229,7 +227,9 @@ class Lockstep(CallThrough):
         expected = self._reference_runner.run(call, text=False, kind=kind)  # written as text when a step is read, or to differ
         if kind.params and expected.error is None:
             self._reference_snapshot = self._reference_digest = self._reading = None  # a call that takes arguments and was not refused may change the state
-        self.steps.record(call, expected)
+        steps = self.steps
+        steps.calls.append(call)
+        steps.outcomes.append(expected)
         if self._target_runner is not None and self.target is not None:
             got = self._target_runner.run(call, text=False, kind=kind)  # compared by value where it can be: rendered only to differ
             if not same_result(expected, got):
@@ -246,7 +246,7 @@ class Lockstep(CallThrough):
                 self._takes += 1
                 if self.compare_snapshots and self._takes % self.snapshot_every == 0:  # as often as the snapshots
                     self.check_mirror()
-            elif self.compare_snapshots and len(self.steps.calls) % self.snapshot_every == 0:
+            elif self.compare_snapshots and len(steps.calls) % self.snapshot_every == 0:
                 self.check_snapshots(self.reference, self.target, refused=expected.error is not None)
         if observer is not None and before is not None:
             refusal = expected.error if isinstance(expected.error, PrefixCacheError) else None
@@ -324,7 +324,21 @@ class Lockstep(CallThrough):
         full = full or (self.comparisons - 1) % self.full_every == 0  # the 1st, the (1 + full_every)th...
         if self.digest and not full:
             self.digests.comparisons += 1
-            if self.digests_agree(reference, target):
+            # R11 by the two digests; a target whose digest call fails or returns no int disagrees.  Read in line: a
+            # lockstep compares them after every call (bench.stage_throughput).
+            try:
+                got: object = getattr(target, "snapshot_digest")()
+            except PASSED_ON:
+                raise
+            except BaseException as error:  # it declared the digest: a digest that raises is a broken target, not a crash of the checker
+                raise Disagreement(self.trace(), "snapshot digest", "a digest", outcome_text(error), "R11, the snapshot") from None
+            if reference is not self.reference:
+                digest = reference.snapshot_digest()
+            elif self._reference_digest is None:  # like the snapshot, taken once after each call that may change the state
+                digest = self._reference_digest = reference.snapshot_digest()
+            else:
+                digest = self._reference_digest
+            if type(got) is int and got == digest:
                 return
             self.digests.misses += 1
         wanted = self.scratch_snapshot(reference) if full else self.snapshot()
@@ -348,20 +362,6 @@ class Lockstep(CallThrough):
             if refused:
                 rule = f"R10, a refused call changes nothing (here: {rule})"
             raise Disagreement(self.trace(), "snapshot", expected_text, got_text, rule)
-
-    def digests_agree(self, reference: SpecCache, target: PrefixCache) -> bool:
-        """R11: the two caches' snapshot digests are equal; a target whose digest call fails or returns no int disagrees."""
-        try:
-            got: object = getattr(target, "snapshot_digest")()
-        except PASSED_ON:
-            raise
-        except BaseException as error:  # it declared the digest: a digest that raises is a broken target, not a crash of the checker
-            raise Disagreement(self.trace(), "snapshot digest", "a digest", outcome_text(error), "R11, the snapshot") from None
-        if reference is not self.reference:
-            return type(got) is int and got == reference.snapshot_digest()
-        if self._reference_digest is None:  # like the snapshot, taken once after each call that may change the state
-            self._reference_digest = reference.snapshot_digest()
-        return type(got) is int and got == self._reference_digest
 
     def scratch_snapshot(self, reference: SpecCache) -> Snapshot:
         """R11: the spec's snapshot built from scratch, the definition; the kept one must be equal to it."""

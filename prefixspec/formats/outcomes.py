@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import operator
 import re
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import cast
 
 from spec.api import BlockRemoved, BlockStored, CacheFactory, Inserted, KVEvent, NodeId, PrefixCache, PrefixMatch, PrefixStats, TargetFailure
@@ -181,6 +181,21 @@ def same_result(expected: Outcome, got: Outcome) -> bool:
     return same_outcome(expected.text, got.text)
 
 
+class NodesByName(dict[str, NodeId]):
+    """A cache's nodes by their handles: a handle not named yet is ``foreign`` (another cache's node, made by
+    ``make_foreign`` when first asked for) or UnresolvedHandle."""
+
+    def __init__(self, make_foreign: Callable[[], NodeId]) -> None:
+        super().__init__()
+        self.make_foreign = make_foreign
+
+    def __missing__(self, handle: str) -> NodeId:
+        if handle == FOREIGN:
+            node = self[FOREIGN] = self.make_foreign()
+            return node
+        raise UnresolvedHandle(f"handle {handle} names no node: the call that named it raised an error")
+
+
 class CallRunner:
     """Runs calls on one cache, resolving handles to that cache's own NodeIds and naming the nodes it returns.
 
@@ -193,7 +208,11 @@ class CallRunner:
         self.foreign = foreign
         self.root = cache.root
         """Read once: a cache's root is one node for its life, and reading it may be a guarded run of the target's code."""
-        self.node_by_name: dict[str, NodeId] = {"root": self.root}
+        self.node_by_name: dict[str, NodeId] = NodesByName(self.foreign_node)
+        self.node_by_name["root"] = self.root
+        self.node_of: Callable[[str], NodeId] = self.node_by_name.__getitem__
+        """The node behind a handle: ``foreign`` made when first asked for, UnresolvedHandle for a handle that names
+        none.  The table's own lookup, without a frame of Python for a handle named already (nearly every one)."""
         self.name_by_node: dict[Hashable, str] = {}
 
     def name_of(self, node: NodeId) -> str | None:
@@ -206,17 +225,6 @@ class CallRunner:
             raise
         except BaseException:  # a node whose == or hash raises is no node any handle names
             return None
-
-    def node_of(self, handle: str) -> NodeId:
-        try:  # a handle named already, nearly always: one lookup
-            return self.node_by_name[handle]
-        except KeyError:
-            pass
-        if handle == FOREIGN and handle not in self.node_by_name:
-            self.node_by_name[FOREIGN] = self.foreign_node()
-        if handle not in self.node_by_name:
-            raise UnresolvedHandle(f"handle {handle} names no node: the call that named it raised an error")
-        return self.node_by_name[handle]
 
     def foreign_node(self) -> NodeId:
         """A node another cache of this block size returned (two blocks of zeros, ids 0 and 1)."""
@@ -236,7 +244,9 @@ class CallRunner:
             kind = call.kind
         try:
             value = invoke(self.cache, call, self.node_of, kind)
-            if plain_value(kind, value):  # its text cannot fail: made now, or when first read
+            # A lock's or an unlock's None told without plain_value's frame: half of an engine's calls (bench.stage_throughput).
+            plain = value is None if kind.result == "ok" else plain_value(kind, value)
+            if plain:  # its text cannot fail: made now, or when first read
                 node = self.written_node(value.node, call.name) if type(value) is PrefixMatch or type(value) is Inserted else ""
                 outcome = Outcome(None, value, None, kind, node, True)
                 if text:

@@ -97,21 +97,24 @@ class Beacon:
         return Reading(serial, state, call, stage)
 
 
-class _Current:
+class Installed:
+    """The beacon of this process when it is a supervised child, else None: read as ``Installed.beacon`` where a
+    call of ``current`` would cost a frame (a guard reads it at every run of the target's code)."""
+
     beacon: Beacon | None = None
 
 
 def current() -> Beacon | None:
     """The beacon of this process when it is a supervised child, else None."""
-    return _Current.beacon
+    return Installed.beacon
 
 
 def install(beacon: Beacon | None) -> None:
-    _Current.beacon = beacon
+    Installed.beacon = beacon
 
 
 def mark_stage(name: str) -> None:
     """Tell the supervisor (if any) that the run is in ``name`` now (the target is loaded)."""
-    beacon = _Current.beacon
+    beacon = Installed.beacon
     if beacon is not None:
         beacon.stage(name)

@@ -37,7 +37,7 @@ from typing import Protocol, TypeVar
 
 from spec.api import TargetFailure
 from prefixspec.targets import alarm
-from prefixspec.targets.beacon import Beacon, current
+from prefixspec.targets.beacon import Beacon, Installed
 from prefixspec.targets import interrupts
 from prefixspec.targets.interrupts import stop_requested
 from prefixspec.targets.plain import plain_error
@@ -133,7 +133,7 @@ class Guard:
         """The call has returned and its answer is being read (``answer``): reports say so."""
         self._where: Where = ""
         self._beacon: Beacon | None = None
-        """The supervisor's beacon of the run in progress (``beacon.current()``), read once a run."""
+        """The supervisor's beacon of the run in progress (``beacon.Installed``), read once a run."""
 
     def failure(self, problem: str, where: Where = "", kind: type[TargetCrash] = TargetCrash, deed: str = "") -> TargetCrash:
         """The report of ``problem`` (a sentence after the target's name), and where in the run it happened."""
@@ -168,7 +168,7 @@ class Guard:
         self._what, self._where, self._reading = what, where, False
         saved = sys.stdout
         timed = limit and self.timeout is not None
-        beacon = self._beacon = current()  # a supervised run: the supervisor learns the call, and ends one that outlasts the alarm
+        beacon = self._beacon = Installed.beacon  # a supervised run: the supervisor learns the call, and ends one that outlasts the alarm
         if beacon is not None:
             if type(where) is CallPlace:
                 beacon.enter_numbered(what, where.head, where.cache.calls_made, where.tail, timed)

@@ -152,7 +152,9 @@ class GuardedCache(CallThrough):
         self.guard.go_on_as("its snapshot_digest()", self._after)
         try:
             read: Callable[[], object] = getattr(self.cache, "snapshot_digest")  # a call the interface leaves out
-            self._digest_read = self._plain_digest(read())
+            digest = read()
+            # An int, nearly always: told here without ``_plain_digest``'s frame, which says what anything else is.
+            self._digest_read = digest if type(digest) is int else self._plain_digest(digest)
         except (SystemExit, KeyboardInterrupt, TargetFailure, MemoryError):
             raise  # the guard's to report, as the digest's: an exit, a stop, a hang, no memory
         except BaseException as error:  # the digest's outcome: raised where the lockstep reads the digest

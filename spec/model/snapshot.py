@@ -103,6 +103,9 @@ class Snapshotting(Counting):
         reshaped, restamped, blocks = self._reshaped, self._restamped, self._restamped_blocks
         if not (reshaped or restamped or blocks):  # the digest refreshed them already, or a query changed nothing
             return
+        if not reshaped:
+            self.refresh_restamped()
+            return
         node_at, kept = self._node_at, self._kept
         touched: dict[Prefix, KeptNode | None] = {}
         """The nodes to refresh, each with its kept state, or None where it gets its view again (its shape
@@ -148,16 +151,45 @@ class Snapshotting(Counting):
                 record.view = view
             views[node] = view
         if self._rules.use == "release":
-            for block in blocks:
-                self._block_sum -= self._block_terms.pop(block, 0)
-                if block in self._cached_at:
-                    self._block_terms[block] = block_digest_term(block, self._released[block])
-                    self._block_sum += self._block_terms[block]
+            self.refresh_block_terms()
         # Emptied in place, not made anew, now that all is read (nothing above marks): three new sets a refresh were
         # some 0.15 us of a lock's 2.5 (timeit).
         reshaped.clear()
         restamped.clear()
         blocks.clear()
+
+    def refresh_restamped(self) -> None:
+        """R11: ``refresh_kept`` where no shape changed (a lock, an unlock, a match or an insert that made no node):
+        each marked prefix ends a node that was there at the last refresh, whose kept record still holds its shape,
+        so only its term is made again, and its view where its locks changed.
+
+        Nearly every refresh of an engine's calls, without the sorting out above of which nodes get their view
+        again (a lock's digest: 2.6 -> 1.9 us, timeit).  A node is marked in its shape when it is made, cut or
+        removed, so with none so marked every node marked here is one of the kept ones."""
+        kept, views, own_locks = self._kept, self._views, self._own_locks
+        release = self._rules.use == "release"
+        for node in self._restamped:
+            record = kept[node]
+            locks = own_locks.get(node, 0)
+            view = record.view
+            if view.locks != locks:
+                view = record.view = views[node] = NodeView(view.prefix, view.blocks, locks, view.namespace, view.copies)
+            key = () if release else self.eviction_key(node)
+            term = node_digest_term(record.shape, locks, key)
+            self._node_sum += term - record.term
+            record.key, record.term = key, term
+        if release:
+            self.refresh_block_terms()
+        self._restamped.clear()
+        self._restamped_blocks.clear()
+
+    def refresh_block_terms(self) -> None:
+        """R11, ``use=release``: the digest terms of the blocks the calls since the last refresh released or uncached."""
+        for block in self._restamped_blocks:
+            self._block_sum -= self._block_terms.pop(block, 0)
+            if block in self._cached_at:
+                self._block_terms[block] = block_digest_term(block, self._released[block])
+                self._block_sum += self._block_terms[block]
 
     def forget_view(self, prefix: Prefix) -> None:
         """R11: drop the kept view and digest term of ``prefix``, if any."""
