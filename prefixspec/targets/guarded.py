@@ -148,7 +148,8 @@ class GuardedCache(CallThrough):
 
     def _answer_and_digest(self, kind: CallKind, value: object) -> object:
         """The call's answer made plain, then the digest read as ``snapshot_digest`` reads it, in the call's run."""
-        answer = plain_result(kind, value, self.node)
+        # A lock's or an unlock's None is plain as it is, told without plain_result's frame: half of an engine's calls.
+        answer = value if value is None and kind.result == "ok" else plain_result(kind, value, self.node)
         self.guard.go_on_as("its snapshot_digest()", self._after)
         try:
             read: Callable[[], object] = getattr(self.cache, "snapshot_digest")  # a call the interface leaves out

@@ -123,6 +123,9 @@ class Call:
     name: str = ""
     namespace: Namespace = None
     """R12: the namespace of a match or an insert."""
+    kind: CallKind = dataclasses.field(init=False, repr=False, compare=False)
+    """The call of the table ``op`` names (KeyError for none), read off the table once: a property read a call's
+    kind at each of a lockstep's several readings (a frame each, bench.stage_throughput)."""
 
     def __init__(self, op: str, args: tuple[Arg, ...] = (), name: str = "", namespace: Namespace = None) -> None:
         # Each field set by its slot's own setter: a frozen dataclass's __init__ sets each through
@@ -132,10 +135,11 @@ class Call:
         _SET_ARGS(self, args)
         _SET_NAME(self, name)
         _SET_NAMESPACE(self, namespace)
+        _SET_KIND(self, BY_OP[op])
 
-    @property
-    def kind(self) -> CallKind:
-        return BY_OP[self.op]
+    def __reduce__(self) -> tuple[type[Call], tuple[str, tuple[Arg, ...], str, Namespace]]:
+        """Pickled as its fields: unpickled, its kind is the table's own again."""
+        return (Call, (self.op, self.args, self.name, self.namespace))
 
     def arg(self, param: str) -> Arg:
         """The argument named ``param``."""
@@ -171,7 +175,7 @@ def _slot_setter(field: str) -> Callable[[Call, object], None]:
     return setter
 
 
-_SET_OP, _SET_ARGS, _SET_NAME, _SET_NAMESPACE = map(_slot_setter, ("op", "args", "name", "namespace"))
+_SET_OP, _SET_ARGS, _SET_NAME, _SET_NAMESPACE, _SET_KIND = map(_slot_setter, ("op", "args", "name", "namespace", "kind"))
 
 
 def locks_and_unlocks(calls: Sequence[Call]) -> list[tuple[int, int]]:
