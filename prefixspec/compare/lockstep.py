@@ -377,7 +377,7 @@ class Lockstep(CallThrough):
         """The reference's counters and nodes, for the observer: taken once after each call that may change the
         state, as ``snapshot`` is."""
         if self._reading is None:
-            self._reading = SpecReading(self.reference.stats(), self.reference.kept_views())
+            self._reading = SpecReading(self.reference.counter_values(), self.reference.kept_views())
         return self._reading
 
     def snapshot(self) -> Snapshot:

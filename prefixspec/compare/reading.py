@@ -5,21 +5,24 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable
 
-from spec.api import NodeView, PrefixStats
+from spec.api import Counters, NodeView
 
 
 class SpecReading:
-    """The spec's state as an observer reads it around a call: its counters and its nodes, in no order.
+    """The spec's state as an observer reads it around a call: its counters (R9, each by its ``PrefixStats`` name)
+    and its nodes, in no order.
 
     Not a ``Snapshot``: an observer counts rule events (a split, a leaf gone), none of which needs the order, and
     the sort of the nodes after every call cost the engine machine some 4% of its time (``bench.stage_throughput``: 1.04x).
-    What an observer counts over every node (``most_locks``, ``copies_held``, ``live_namespaces``) is counted once
-    a reading and kept: the reading after one call is the reading before the next."""
+    The counters are read as ints, not as a ``PrefixStats``: a frozen dataclass made anew after every match, insert
+    and evict (each changes one).  What an observer counts over every node (``most_locks``, ``copies_held``,
+    ``live_namespaces``) is counted once a reading and kept: the reading after one call is the reading before the next."""
 
-    __slots__ = ("stats", "nodes", "_most_locks", "_copies_held", "_live_namespaces")
+    __slots__ = ("lookups", "query_tokens", "hit_tokens", "inserted_blocks", "evicted_blocks", "nodes", "_most_locks", "_copies_held", "_live_namespaces")
 
-    def __init__(self, stats: PrefixStats, nodes: tuple[NodeView, ...]) -> None:
-        self.stats = stats
+    def __init__(self, counters: Counters, nodes: tuple[NodeView, ...]) -> None:
+        """``counters``: R9's five, in ``PrefixStats``' order (``spec.api.Counters``)."""
+        self.lookups, self.query_tokens, self.hit_tokens, self.inserted_blocks, self.evicted_blocks = counters
         self.nodes = nodes
         self._most_locks: int | None = None
         self._copies_held: int | None = None

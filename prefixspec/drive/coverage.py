@@ -257,7 +257,7 @@ class Coverage:
             if len(after.nodes) > len(before.nodes):
                 self.note("split by match")
         elif op == "insert":
-            stored = after.stats.inserted_blocks > before.stats.inserted_blocks
+            stored = after.inserted_blocks > before.inserted_blocks
             if stored:
                 self._published_since_take = True
             if len(after.nodes) - len(before.nodes) - (1 if stored else 0) > 0:  # a new leaf comes with blocks stored; any node besides is a split
@@ -288,7 +288,7 @@ class Coverage:
     def observe_evict(self, call: Call, before: SpecReading, after: SpecReading) -> None:
         if call.args == (0,):
             self.note("evict(0)")
-        if after.stats.evicted_blocks == before.stats.evicted_blocks:
+        if after.evicted_blocks == before.evicted_blocks:
             # Nothing freed: the spec removed and cut no node (R8 frees a block with every leaf it removes or cuts),
             # so none of the events below happened.  Many evicts of an engine free nothing (its locks pin the rest),
             # and comparing their nodes cost the engine machine some 2% of its time (an evict observed: 22.1 -> 9.1 us).

@@ -60,10 +60,10 @@ class Locking(Inserting):
         for namespace, tokens in self._own_locks:
             end = len(tokens)
             while end:  # one block shorter at each step (``one_block_shorter``, read in line: a query's every pinned block)
-                at = (namespace, tokens[:end])
-                if at in pinned:
+                held = len(pinned)
+                pinned.add((namespace, tokens[:end]))
+                if len(pinned) == held:  # pinned already: told by the add, which hashes the prefix once, not twice
                     break
-                pinned.add(at)
                 end -= size
         return pinned
 
