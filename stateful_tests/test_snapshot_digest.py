@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from impl import RadixCache
 from spec.api import DIGEST_FEATURE, RULE_PRESETS, BlockId, Inserted, Namespace, NodeId, NodeView, PrefixCacheError, Rules, Snapshot
 from spec.model import SpecCache
+from spec.model.state import Prefix
 from prefixspec.running.identify import every_rule_set
 from prefixspec.running.report import CheckReport
 from prefixspec.running.stages import RunPlan, run_stage
@@ -51,8 +52,12 @@ def kept_state_problem(spec: SpecCache) -> str | None:
     """What of the spec's kept state differs from the one made from scratch (None: nothing)."""
     if spec.kept_snapshot() != spec.snapshot():
         return f"kept snapshot {spec.kept_snapshot()} is not the snapshot {spec.snapshot()}"
-    if Counter(spec.kept_views()) != Counter(spec.snapshot().nodes):
-        return f"kept views {spec.kept_views()} are not the snapshot's nodes {spec.snapshot().nodes}"
+    views = spec.kept_views()
+    if Counter(views.values()) != Counter(spec.snapshot().nodes):
+        return f"kept views {views} are not the snapshot's nodes {spec.snapshot().nodes}"
+    misplaced = [place for place, view in views.items() if place != (view.namespace, view.prefix)]
+    if misplaced:
+        return f"kept views at {misplaced} end elsewhere"
     if spec.snapshot_digest() != spec.digest_from_scratch():
         return "the kept digest is not the digest made from scratch"
     return None
@@ -130,8 +135,10 @@ class ForgetsSplits(SpecCache):
 class DropsAView(SpecCache):
     """A planted error in the views the coverage reads (``kept_views``): one node left out."""
 
-    def kept_views(self) -> tuple[NodeView, ...]:
-        return super().kept_views()[1:]
+    def kept_views(self) -> dict[Prefix, NodeView]:
+        views = super().kept_views()
+        views.pop(next(iter(views)), None)
+        return views
 
 
 PLANTED_CALLS: list[Op] = [("insert", (1, 2, 3), 1), ("match", (1, 2, 0), 1), ("lock", (), 2), ("match", (), 0)]

@@ -5,7 +5,12 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable
 
-from spec.api import Counters, NodeView
+from collections.abc import Mapping, ValuesView
+
+from spec.api import Counters, Namespace, NodeView
+
+Place = tuple[Namespace, tuple[int, ...]]
+"""Where a node ends: its namespace and its prefix (the spec's key of a node)."""
 
 
 class SpecReading:
@@ -18,12 +23,14 @@ class SpecReading:
     and evict (each changes one).  What an observer counts over every node (``most_locks``, ``copies_held``,
     ``live_namespaces``) is counted once a reading and kept: the reading after one call is the reading before the next."""
 
-    __slots__ = ("lookups", "query_tokens", "hit_tokens", "inserted_blocks", "evicted_blocks", "nodes", "_most_locks", "_copies_held", "_live_namespaces")
+    __slots__ = ("lookups", "query_tokens", "hit_tokens", "inserted_blocks", "evicted_blocks", "views", "nodes", "_most_locks", "_copies_held", "_live_namespaces")
 
-    def __init__(self, counters: Counters, nodes: tuple[NodeView, ...]) -> None:
-        """``counters``: R9's five, in ``PrefixStats``' order (``spec.api.Counters``)."""
+    def __init__(self, counters: Counters, views: Mapping[Place, NodeView]) -> None:
+        """``counters``: R9's five, in ``PrefixStats``' order (``spec.api.Counters``); ``views``: every node's view by
+        where it ends (a reading of its own, which no later call changes)."""
         self.lookups, self.query_tokens, self.hit_tokens, self.inserted_blocks, self.evicted_blocks = counters
-        self.nodes = nodes
+        self.views = views
+        self.nodes: ValuesView[NodeView] = views.values()
         self._most_locks: int | None = None
         self._copies_held: int | None = None
         self._live_namespaces: int | None = None

@@ -203,11 +203,12 @@ class Snapshotting(Counting):
         self.refresh_kept()
         return self.snapshot_of((record.key, len(record.view.prefix), record.view) for record in self._kept.values())
 
-    def kept_views(self) -> tuple[NodeView, ...]:
-        """R4, R11: the nodes of ``kept_snapshot`` in no order, for a reader that orders nothing (a coverage of the
-        rules' events): it costs a copy of the kept views, not their sort."""
+    def kept_views(self) -> dict[Prefix, NodeView]:
+        """R4, R11: the nodes of ``kept_snapshot`` by where they end, in no order, for a reader that orders nothing (a
+        coverage of the rules' events): it costs a copy of the kept views, not their sort, and the copy keeps the
+        hashes of their prefixes, so two readings are compared by place without hashing a prefix again."""
         self.refresh_kept()
-        return tuple(self._views.values())
+        return self._views.copy()
 
     def snapshot_digest(self) -> int:
         """R11: ``spec.api.snapshot_digest_of`` the state, from the terms kept as calls change it: it costs what the
