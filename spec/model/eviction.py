@@ -87,8 +87,10 @@ class Evicting(Using):
         freed: list[BlockId] = []
         while len(freed) < wanted and waiting:
             _key, leaf = heapq.heappop(waiting)
-            parent = (leaf[0], leaf[1][: self.parent_end(leaf)])
-            freed.extend(self.remove_leaf(leaf))
+            blocks = self.remove_leaf(leaf)
+            freed.extend(blocks)
+            # R4: a node's own blocks are those since its parent's end, so the parent ends as many blocks above it.
+            parent = (leaf[0], leaf[1][: len(leaf[1]) - len(blocks) * self._block_size])
             if parent[1] and self.is_leaf(parent) and not self.leaf_is_pinned(parent):
                 heapq.heappush(waiting, (self.eviction_key(parent), parent))
         return freed
