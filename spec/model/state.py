@@ -72,12 +72,14 @@ class SpecNode:
 @dataclass(slots=True, eq=False)
 class KeptNode:
     """R11: what is kept of one node for the snapshot and its digest: its view, the hash of its shape
-    (``node_shape_hash``), its order key and its digest term."""
+    (``node_shape_hash``), its order key and its digest term, and the views it has had with other counts of
+    its own locks since its shape last changed."""
 
     view: NodeView
     shape: int
     key: tuple[int, ...]
     term: int
+    by_locks: dict[int, NodeView]
 
 
 # R1 ---------------------------------------------------------------------------
