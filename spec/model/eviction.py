@@ -89,7 +89,7 @@ class Evicting(Using):
             _key, leaf = heapq.heappop(waiting)
             blocks = self.remove_leaf(leaf)
             freed.extend(blocks)
-            # R4: a node's own blocks are those since its parent's end, so the parent ends as many blocks above it.
+            # A node's own blocks are those since its parent's end (R4), so the parent ends as many blocks above it.
             parent = (leaf[0], leaf[1][: len(leaf[1]) - len(blocks) * self._block_size])
             if parent[1] and self.is_leaf(parent) and not self.leaf_is_pinned(parent):
                 heapq.heappush(waiting, (self.eviction_key(parent), parent))
