@@ -210,8 +210,8 @@ class GuardedCache(CallThrough):
 
     def _method(self, method: str, arguments: Sequence[object], namespace: object = None) -> object:
         function: Callable[..., object] = getattr(self.cache, method)  # inside the guard: reading it may run the target's code
-        if method in TAKES_NODE:
-            arguments = list(map(_raw, arguments))
+        if method in TAKES_NODE:  # a lock's, an unlock's one node, nearly always this checker's: its own, without _raw's frame
+            arguments = (arguments[0].raw,) if len(arguments) == 1 and type(arguments[0]) is GuardedNode else list(map(_raw, arguments))
         if namespace is not None:  # a cache without namespaces is called as before, in the default one
             return function(*arguments, namespace=namespace)
         return function(*arguments)
