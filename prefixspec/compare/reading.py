@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable
-
-from collections.abc import Mapping, ValuesView
+from collections.abc import Iterable, Mapping, ValuesView
 
 from spec.api import Counters, Namespace, NodeView
 
