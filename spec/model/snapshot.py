@@ -110,15 +110,26 @@ class Snapshotting(Counting):
             # the sorting out below of which nodes get their view again (a lock's refresh: 2.6 -> 2.1 us, timeit).  A
             # node is marked in its shape when it is made, cut or removed, so with none so marked every node marked
             # here is one of the kept ones.
-            kept, own_locks = self._kept, self._own_locks
-            release = self._rules.use == "release"
             for node in restamped:
-                self.refresh_term(node, kept[node], own_locks.get(node, 0), () if release else self.eviction_key(node))
-            if release:
-                self.refresh_block_terms()
-            restamped.clear()
-            blocks.clear()
-            return
+                self.refresh_term(node, self._kept[node], self._own_locks.get(node, 0), self.order_key(node))
+        else:
+            self.refresh_shapes()
+        if self._rules.use == "release":
+            for block in blocks:
+                self._block_sum -= self._block_terms.pop(block, 0)
+                if block in self._cached_at:
+                    self._block_terms[block] = block_digest_term(block, self._released[block])
+                    self._block_sum += self._block_terms[block]
+        # Emptied in place, not made anew, now that all is read (nothing above marks): three new sets a refresh were
+        # some 0.15 us of a lock's 2.5 (timeit).
+        reshaped.clear()
+        restamped.clear()
+        blocks.clear()
+
+    def refresh_shapes(self) -> None:
+        """R11, ``refresh_kept`` where some shape changed: the nodes the marked prefixes end or lie in, a node marked in
+        its shape given its view again, one marked in its locks or order its term."""
+        reshaped, restamped = self._reshaped, self._restamped
         node_at, kept = self._node_at, self._kept
         touched: dict[Prefix, KeptNode | None] = {}
         """The nodes to refresh, each with its kept state, or None where it gets its view again (its shape
@@ -136,7 +147,7 @@ class Snapshotting(Counting):
                     continue
                 node = found
             record = kept.get(node)
-            if record is None or (reshaped and prefix in reshaped):
+            if record is None or prefix in reshaped:
                 touched[node] = None
             else:
                 touched.setdefault(node, record)
@@ -158,13 +169,6 @@ class Snapshotting(Counting):
                 views[node] = view
             else:
                 self.refresh_term(node, record, locks, key)
-        if self._rules.use == "release":
-            self.refresh_block_terms()
-        # Emptied in place, not made anew, now that all is read (nothing above marks): three new sets a refresh were
-        # some 0.15 us of a lock's 2.5 (timeit).
-        reshaped.clear()
-        restamped.clear()
-        blocks.clear()
 
     def refresh_term(self, node: Prefix, record: KeptNode, locks: int, key: tuple[int, ...]) -> None:
         """R11: the digest term of the node at ``node``, whose shape is its record's, with ``locks`` own locks and
@@ -181,14 +185,6 @@ class Snapshotting(Counting):
         term = node_digest_term(record.shape, locks, key)
         self._node_sum += term - record.term
         record.key, record.term = key, term
-
-    def refresh_block_terms(self) -> None:
-        """R11, ``use=release``: the digest terms of the blocks the calls since the last refresh released or uncached."""
-        for block in self._restamped_blocks:
-            self._block_sum -= self._block_terms.pop(block, 0)
-            if block in self._cached_at:
-                self._block_terms[block] = block_digest_term(block, self._released[block])
-                self._block_sum += self._block_terms[block]
 
     def forget_view(self, prefix: Prefix) -> None:
         """R11: drop the kept view and digest term of ``prefix``, if any."""
