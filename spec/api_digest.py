@@ -39,10 +39,7 @@ def node_digest_term(shape: int, locks: int, order_key: Sequence[int]) -> int:
     """One node's share of a digest: its shape, its own locks (R6) and its place in the order, as the key its
     cache orders its snapshot by (R8's ``eviction_key``, ``(last use, rank)`` under lru; ``()`` under
     ``use=release``, whose order is the blocks')."""
-    # A tuple of no negative int, nearly always (every order but mru's and filo's), is its own hashable key: told
-    # without hashable_key's frame, which a lockstep paid for a term or more of both caches at every call.
-    key = order_key if type(order_key) is tuple and (not order_key or min(order_key) >= 0) else hashable_key(order_key)
-    return hash((shape, locks, key)) & _DIGEST_MASK
+    return hash((shape, locks, hashable_key(order_key))) & _DIGEST_MASK
 
 
 def block_digest_term(block: BlockId, released: tuple[int, int]) -> int:

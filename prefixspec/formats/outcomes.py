@@ -244,9 +244,7 @@ class CallRunner:
             kind = call.kind
         try:
             value = invoke(self.cache, call, self.node_of, kind)
-            # A lock's or an unlock's None told without plain_value's frame: half of an engine's calls (bench.stage_throughput).
-            plain = value is None if kind.result == "ok" else plain_value(kind, value)
-            if plain:  # its text cannot fail: made now, or when first read
+            if plain_value(kind, value):  # its text cannot fail: made now, or when first read
                 node = self.written_node(value.node, call.name) if type(value) is PrefixMatch or type(value) is Inserted else ""
                 outcome = Outcome(None, value, None, kind, node, True)
                 if text:
@@ -268,12 +266,7 @@ class CallRunner:
     def written_node(self, node: NodeId, name: str) -> str:
         """A node as a result writes it (root, an earlier handle, or new); records it under ``name``."""
         self.node_by_name[name] = node
-        try:  # ``name_of``, read in line: a match's or an insert's node, on each side of a lockstep's every such call
-            known = "root" if node == self.root else self.name_by_node.get(node)
-        except PASSED_ON:
-            raise
-        except BaseException:  # a node whose == or hash raises is no node any handle names
-            known = None
+        known = self.name_of(node)
         if known is not None:
             return known
         try:

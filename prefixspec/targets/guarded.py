@@ -148,14 +148,11 @@ class GuardedCache(CallThrough):
 
     def _answer_and_digest(self, kind: CallKind, value: object) -> object:
         """The call's answer made plain, then the digest read as ``snapshot_digest`` reads it, in the call's run."""
-        # A lock's or an unlock's None is plain as it is, told without plain_result's frame: half of an engine's calls.
-        answer = value if value is None and kind.result == "ok" else plain_result(kind, value, self.node)
+        answer = plain_result(kind, value, self.node)
         self.guard.go_on_as("its snapshot_digest()", self._after)
         try:
             read: Callable[[], object] = getattr(self.cache, "snapshot_digest")  # a call the interface leaves out
-            digest = read()
-            # An int, nearly always: told here without ``_plain_digest``'s frame, which says what anything else is.
-            self._digest_read = digest if type(digest) is int else self._plain_digest(digest)
+            self._digest_read = self._plain_digest(read())
         except (SystemExit, KeyboardInterrupt, TargetFailure, MemoryError):
             raise  # the guard's to report, as the digest's: an exit, a stop, a hang, no memory
         except BaseException as error:  # the digest's outcome: raised where the lockstep reads the digest
@@ -210,8 +207,8 @@ class GuardedCache(CallThrough):
 
     def _method(self, method: str, arguments: Sequence[object], namespace: object = None) -> object:
         function: Callable[..., object] = getattr(self.cache, method)  # inside the guard: reading it may run the target's code
-        if method in TAKES_NODE:  # a lock's, an unlock's one node, nearly always this checker's: its own, without _raw's frame
-            arguments = (arguments[0].raw,) if len(arguments) == 1 and type(arguments[0]) is GuardedNode else list(map(_raw, arguments))
+        if method in TAKES_NODE:
+            arguments = list(map(_raw, arguments))
         if namespace is not None:  # a cache without namespaces is called as before, in the default one
             return function(*arguments, namespace=namespace)
         return function(*arguments)
