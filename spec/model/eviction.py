@@ -46,7 +46,7 @@ class Evicting(Using):
     def remove_leaf(self, prefix: Prefix) -> list[BlockId]:
         """R8: remove a leaf node whole, returning its blocks in token order."""
         own = self.own_prefixes(prefix)
-        freed = [self._block_at[at] for at in reversed(own)]
+        freed = self.blocks_of(reversed(own))
         for at in own:  # its own blocks, the last first
             self.drop_block(at)
         node = self._node_at.pop(prefix)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from spec.api import BlockId
 from spec.model.match import Matching
 from spec.model.state import Prefix, SpecNode
 
@@ -72,10 +71,6 @@ class Nodes(Matching):
     def parent_end(self, prefix: Prefix) -> int:
         """R4: where the parent of the node at ``prefix`` ends: the longest shorter prefix that is a node, or 0 (the root)."""
         return len(self.own_prefixes(prefix)[-1][1]) - self._block_size
-
-    def node_blocks(self, prefix: Prefix) -> list[BlockId]:
-        """R4: the blocks the node at ``prefix`` holds itself, in token order: those of its own cached prefixes."""
-        return [self._block_at[at] for at in reversed(self.own_prefixes(prefix))]
 
     def node_below(self, prefix: Prefix) -> Prefix | None:
         """R4: the node a cached ``prefix`` lies inside, or None when no node extends it.

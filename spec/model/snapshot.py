@@ -83,7 +83,7 @@ class Snapshotting(Counting):
         """R4, R11: the view of the node at ``prefix`` alone, its blocks read up from its end to the node above it."""
         own = self.own_prefixes(prefix)
         own.reverse()
-        blocks = tuple([self._block_at[at] for at in own])
+        blocks = tuple(self.blocks_of(own))
         copies = tuple([tuple(self.copies_at(at)) for at in own]) if self._copies else ()  # R5: only dup=keep keeps any
         shown = copies if any(copies) else ()  # R5 dup=keep: a node without copies shows none
         return NodeView(prefix[1], blocks, self._own_locks.get(prefix, 0), prefix[0], shown)
