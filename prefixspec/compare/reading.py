@@ -5,10 +5,8 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Mapping, ValuesView
 
-from spec.api import Counters, Namespace, NodeView
-
-Place = tuple[Namespace, tuple[int, ...]]
-"""Where a node ends: its namespace and its prefix (the spec's key of a node)."""
+from spec.api import Counters, NodeView
+from prefixspec.compare.mirror import Place
 
 
 class SpecReading:
