@@ -1,11 +1,12 @@
-"""The engine's kept conservation check gives the verdict of its check from scratch, on every state and on broken ones.
+"""The engine's path check gives the verdict of its check from scratch, on every state and on broken ones.
 
-Engine workloads on the spec and impl in lockstep; at every step the kept check (``KeptCheck``, never falling
+Engine workloads on the spec and impl in lockstep; at every step the path check (``PathCheck``, never falling
 back to scratch here) and ``check_from_scratch`` judge the real state and, now and then, the state with one
 fault planted in the cache's snapshot or the engine's ledger: a block lost, one in two places, a stray id, a
-node in two namespaces, a locked prefix holding another block.  Both must pass or both fail.  The negative controls plant
-a defect in the kept check (a finished node never forgotten, lock changes ignored, a block counted nowhere)
-and the same harness must find it diverging.
+node in two namespaces, a locked prefix holding another block, a prefix cached twice by two nodes.  Both must
+pass or both fail.  The negative controls plant a defect in the path check (any snapshot taken for a tree,
+locks ignored, only each lock's deepest block looked at, the requests' own blocks counted nowhere) and the
+same harness must find it diverging.
 """
 
 from __future__ import annotations
@@ -20,21 +21,24 @@ from hypothesis import strategies as st
 
 import impl
 from prefixspec.compare.lockstep import Lockstep
-from prefixspec.drive.conservation import EngineViolation, Holder, KeptCheck, KeptCheckDiverged, Key, check_from_scratch
+from prefixspec.drive.conservation import EngineViolation, Holder, Key, PathCheck, PathCheckDiverged, check_from_scratch
 from prefixspec.drive.engine import Engine, Request, Workload
 from spec.api import BlockId, NodeView, Rules, Snapshot, parse_rules
 from spec.model import SpecCache
 
 NEVER = 10**9
-"""``scratch_every`` for a kept check that must stand alone."""
+"""``scratch_every`` for a path check that must stand alone."""
 
-FAULTS = ("lose a block", "block also free", "stray id", "node in two namespaces", "locked prefix changed", "free id twice", "free id missing")
+FAULTS = (
+    "lose a block", "block also free", "stray id", "node in two namespaces", "locked prefix changed", "free id twice", "free id missing",
+    "prefix cached twice",
+)
 
 
 def verdict(check: Callable[[], None]) -> str:
     try:
         check()
-    except (EngineViolation, KeptCheckDiverged) as violation:
+    except (EngineViolation, PathCheckDiverged) as violation:
         return f"{type(violation).__name__}: {violation}"
     return "passes"
 
@@ -52,6 +56,8 @@ def planted(fault: str, snapshot: Snapshot, engine: Engine, rng: random.Random) 
         return snapshot, free
     if fault == "locked prefix changed":
         return swapped_at_a_lock(snapshot, engine, rng), free
+    if fault == "prefix cached twice":
+        return cached_twice(snapshot, free, rng)
     index = rng.randrange(len(nodes))
     view = nodes[index]
     blocks = list(view.blocks)
@@ -92,21 +98,34 @@ def swapped_at_a_lock(snapshot: Snapshot, engine: Engine, rng: random.Random) ->
     return dataclasses.replace(snapshot, nodes=views)
 
 
-def divergences(kept: KeptCheck, rules: Rules, seed: int, steps: int, faults: bool = True) -> list[str]:
-    """The states of one engine workload on which ``kept`` and ``check_from_scratch`` disagree (with the two verdicts)."""
+def cached_twice(snapshot: Snapshot, free: list[BlockId], rng: random.Random) -> tuple[Snapshot, list[BlockId]]:
+    """``snapshot`` with a free block cached by a new node at the first block of another node, the free list
+    without it: every id still counted once, but two nodes cache one prefix (no tree), and the map of the
+    definition keeps one of their blocks only."""
+    if not free or not snapshot.nodes:
+        return snapshot, free
+    view = rng.choice(snapshot.nodes)
+    block = rng.choice(free)
+    end = len(view.prefix) - (len(view.blocks) - 1) * snapshot.block_size
+    twin = NodeView(view.prefix[:end], (block,), 0, view.namespace)
+    return dataclasses.replace(snapshot, nodes=(*snapshot.nodes, twin)), [other for other in free if other != block]
+
+
+def divergences(check: PathCheck, rules: Rules, seed: int, steps: int, faults: bool = True) -> list[str]:
+    """The states of one engine workload on which ``check`` and ``check_from_scratch`` disagree (with the two verdicts)."""
     block_size = 1 + seed % 3
     spaces = (None, "a", ("b", 1)) if seed % 2 else (None,)
     pair = Lockstep(SpecCache(block_size, rules), impl.RadixCache(block_size, rules=rules))
     engine = Engine(pair, Workload(block_size=block_size, pool_size=24, namespaces=spaces), prompt_seed=seed, check_every=NEVER)
-    engine.kept = kept
+    engine.path_check = check
     rng = random.Random(seed)
     found: list[str] = []
 
     def judge(snapshot: Snapshot, free: Sequence[BlockId], running: Sequence[Holder], what: str) -> None:
-        ours = verdict(lambda: kept.check(snapshot, free, running))
-        theirs = verdict(lambda: check_from_scratch(snapshot, free, running, kept.pool_size))
+        ours = verdict(lambda: check.check(snapshot, free, running))
+        theirs = verdict(lambda: check_from_scratch(snapshot, free, running, check.pool_size))
         if (ours == "passes") != (theirs == "passes"):
-            found.append(f"{what}: kept {ours!r}, from scratch {theirs!r}")
+            found.append(f"{what}: path {ours!r}, from scratch {theirs!r}")
 
     for step in range(steps):
         engine.step(rng)
@@ -125,10 +144,10 @@ RULE_SETS = ("strict", "vllm", "unit=block", "sglang")
 
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 2**16), rules=st.sampled_from(RULE_SETS))
-def test_the_kept_check_gives_the_verdict_from_scratch_on_real_and_broken_states(seed: int, rules: str) -> None:
-    kept = KeptCheck(24, scratch_every=NEVER)
-    assert divergences(kept, parse_rules(rules), seed, steps=400) == []
-    assert kept.checks > 400
+def test_the_path_check_gives_the_verdict_from_scratch_on_real_and_broken_states(seed: int, rules: str) -> None:
+    check = PathCheck(24, scratch_every=NEVER)
+    assert divergences(check, parse_rules(rules), seed, steps=400) == []
+    assert check.checks > 400
 
 
 def test_every_fault_is_found_by_both() -> None:
@@ -146,48 +165,60 @@ def test_every_fault_is_found_by_both() -> None:
                 if broken == snapshot and free == engine.free:
                     continue
                 theirs = verdict(lambda: check_from_scratch(broken, free, engine.running, 24))
-                ours = verdict(lambda: KeptCheck(24, scratch_every=NEVER).check(broken, free, engine.running))
+                ours = verdict(lambda: PathCheck(24, scratch_every=NEVER).check(broken, free, engine.running))
                 if theirs != "passes" and ours != "passes":
                     reported.add(fault)
     assert reported == set(FAULTS)
 
 
-class ForgetsNothing(KeptCheck):
-    """Planted defect: a node that leaves the snapshot keeps its blocks in the kept map."""
+class TrustsAnyShape(PathCheck):
+    """Planted defect: any snapshot is taken for a tree, so a prefix two nodes cache is read as two places."""
 
-    def _follow(self, snapshot: Snapshot) -> list[Key] | None:
-        views = dict(self._views)
-        changed = super()._follow(snapshot)
-        for ident, (_, entries, _copies) in views.items():
-            if ident not in self._views:
-                self.cached.update(entries)
-        return changed
-
-
-class IgnoresLocks(KeptCheck):
-    """Planted defect: a changed prefix is never held to the locks on it."""
-
-    def _locks_hold(self, changed: list[Key]) -> bool:
+    @staticmethod
+    def _is_tree(nodes: Sequence[NodeView], size: int) -> bool:
         return True
 
 
-class CountsNoCopies(KeptCheck):
+class IgnoresLocks(PathCheck):
+    """Planted defect: no locked prefix is held to its request's blocks."""
+
+    @staticmethod
+    def _locks_hold(nodes: Sequence[NodeView], running: Sequence[Holder], size: int) -> bool:
+        return True
+
+
+class DeepestBlockOnly(PathCheck):
+    """Planted defect: each lock's deepest block alone is looked at, not the table's blocks above it."""
+
+    @staticmethod
+    def _locks_hold(nodes: Sequence[NodeView], running: Sequence[Holder], size: int) -> bool:
+        holder = {block: view for view in nodes for block in view.blocks}
+        for request in running:
+            if request.locked_blocks:
+                found = holder.get(request.table[request.locked_blocks - 1])
+                end = request.locked_blocks * size
+                if found is None or found.namespace != request.namespace or found.prefix[:end] != request.prompt[:end]:
+                    return False
+        return True
+
+
+class CountsNoRequests(PathCheck):
     """Planted defect: conservation counts the free list and the cache, not the running requests' own blocks."""
 
-    def _conserved(self, free: Sequence[BlockId], running: Sequence[Holder]) -> bool:
-        every = [*free, *self.cached.values()]
+    def _conserved(self, nodes: Sequence[NodeView], free: Sequence[BlockId], running: Sequence[Holder]) -> bool:
+        every = [*free, *(block for view in nodes for block in view.blocks)]
         return len(set(every)) == len(every)
 
 
-@pytest.mark.parametrize("defect", [ForgetsNothing, IgnoresLocks, CountsNoCopies])
-def test_negative_control_a_defect_in_the_kept_check_diverges(defect: type[KeptCheck]) -> None:
+@pytest.mark.parametrize("defect", [TrustsAnyShape, IgnoresLocks, DeepestBlockOnly, CountsNoRequests])
+def test_negative_control_a_defect_in_the_path_check_diverges(defect: type[PathCheck]) -> None:
     found = [line for seed in range(4) for line in divergences(defect(24, scratch_every=NEVER), parse_rules("strict"), seed, steps=400)]
     assert found, f"{defect.__name__}: the harness found no divergence"
 
 
 def test_the_engine_check_reports_in_the_words_from_scratch() -> None:
-    """A violation the kept check finds is raised by the check from scratch (so in its words); a kept verdict
-    that the check from scratch does not confirm is the checker's own defect, said so."""
+    """A violation the path check finds is raised by the check from scratch (so in its words); a verdict of the
+    path check that the check from scratch does not confirm is the checker's own defect, said so."""
     pair = Lockstep(SpecCache(2), impl.RadixCache(2))
     engine = Engine(pair, Workload(pool_size=24), prompt_seed=3)
     rng = random.Random(3)
@@ -200,27 +231,21 @@ def test_the_engine_check_reports_in_the_words_from_scratch() -> None:
         engine.check()
     engine.free.pop()
     engine.check()
-    with pytest.raises(KeptCheckDiverged, match="does not find"):
+    with pytest.raises(PathCheckDiverged, match="does not find"):
         SeesViolations(24).check(pair.snapshot(), engine.free, engine.running)
 
 
-class SeesViolations(KeptCheck):
-    """A kept check that finds a violation where there is none."""
+class SeesViolations(PathCheck):
+    """A path check that finds a violation where there is none."""
 
-    def _conserved(self, free: Sequence[BlockId], running: Sequence[Holder]) -> bool:
+    def _conserved(self, nodes: Sequence[NodeView], free: Sequence[BlockId], running: Sequence[Holder]) -> bool:
         return False
 
 
-def test_drained_engine_keeps_one_view_per_node() -> None:
-    """After a drain the kept map is empty, as the cache: nothing of a finished node is kept."""
-    pair = Lockstep(SpecCache(2), impl.RadixCache(2))
-    engine = Engine(pair, Workload(pool_size=24), prompt_seed=9)
-    rng = random.Random(9)
-    for _ in range(500):
-        engine.step(rng)
-    engine.drain()
-    assert engine.kept.cached == {} and not engine.running
-    assert len(NodeView.__dataclass_fields__) == 5  # the fields ``view_entries`` reads: a new one is to be followed too
+def test_the_checks_read_every_field_of_a_view() -> None:
+    """Both checks read a view's prefix, blocks, namespace and copies (its own locks are no place of a block): a
+    field NodeView gains is to be read by them too, or said here to hold no block."""
+    assert list(NodeView.__dataclass_fields__) == ["prefix", "blocks", "locks", "namespace", "copies"]
 
 
 def test_a_finished_request_is_the_one_removed_even_beside_its_twin() -> None:

@@ -29,7 +29,7 @@ def run_checked(cache: SpecCache, seed: int, tenants: bool) -> Engine:
     engine = Engine(cache, Workload(block_size=size, pool_size=48, namespaces=spaces), prompt_seed=seed)
     rng = random.Random(seed)
     for _ in range(STEPS):
-        engine.step(rng)  # the kept check, at every step (check_every=1)
+        engine.step(rng)  # the path check, at every step (check_every=1)
         engine.check_from_scratch()
     engine.drain()
     return engine

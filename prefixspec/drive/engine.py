@@ -28,7 +28,7 @@ from typing import cast
 
 from spec.api import BlockId, Namespace, NodeId, PrefixCache, PrefixMatch, TakesNamespaces
 from prefixspec.drive.conservation import EngineViolation as EngineViolation  # the engine's failures: re-exported
-from prefixspec.drive.conservation import KeptCheck, Key, cached_block_by_prefix as cached_block_by_prefix, check_from_scratch, copies_by_prefix
+from prefixspec.drive.conservation import Key, PathCheck, cached_block_by_prefix as cached_block_by_prefix, check_from_scratch, copies_by_prefix
 
 DRAIN_ALL = 10**9
 
@@ -138,7 +138,7 @@ class Engine:
 
     def __post_init__(self) -> None:
         self.free = list(range(self.workload.pool_size))
-        self.kept = KeptCheck(self.workload.pool_size)
+        self.path_check = PathCheck(self.workload.pool_size)
         self.prompts = PromptSource(self.workload, self.prompt_seed)
 
     # The engine's actions ------------------------------------------------------------
@@ -198,7 +198,6 @@ class Engine:
         del self.free[:wanted]
         request = Request(prompt, found.node, list(found.blocks) + own, own, len(found.blocks), namespace=namespace)
         self.running.append(request)
-        self.kept.moved(request)
         self.counts.admitted += 1
         return "admit"
 
@@ -225,7 +224,6 @@ class Engine:
         request.node = inserted.node
         request.locked_blocks = whole
         request.prefilled = True
-        self.kept.moved(request)
         if whole:
             self.check_longest_match(request, inserted.node, inserted.duplicates)
         self.counts.prefilled += 1
@@ -250,13 +248,11 @@ class Engine:
                     continue
                 raise EngineViolation(f"block {position} was inserted as {block} but matches as {found.blocks[position]}")
         request.table[:whole] = found.blocks
-        self.kept.moved(request)
 
     def finish(self, request: Request) -> str:
         self.cache.unlock(request.node)
         self.free.extend(request.own)
         self.running.remove(request)
-        self.kept.moved(request)
         self.counts.finished += 1
         return "finish"
 
@@ -322,8 +318,8 @@ class Engine:
         return pinned
 
     def check(self) -> None:
-        """Conservation and lock safety, from the cache's snapshot, at a cost of what changed (``conservation.KeptCheck``)."""
-        self.kept.check(self.cache.snapshot(), self.free, self.running)
+        """Conservation and lock safety, from the cache's snapshot, read node by node (``conservation.PathCheck``)."""
+        self.path_check.check(self.cache.snapshot(), self.free, self.running)
 
     def check_from_scratch(self) -> None:
         """``check``'s verdict, from the whole snapshot (``conservation.check_from_scratch``): the definition."""
