@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable
 from typing import cast
 
 from spec.api import BlockRemoved, BlockStored, CacheFactory, Inserted, KVEvent, NodeId, PrefixCache, PrefixMatch, PrefixStats, TargetFailure
-from prefixspec.vocabulary import STATS_FIELDS, Call, CallKind, error_name, invoke, render_events, render_ints, render_result, render_stats, result_error, same_events
+from prefixspec.vocabulary import CALLS, STATS_FIELDS, Call, CallKind, error_name, invoke, render_events, render_ints, render_result, render_stats, result_error, same_events
 
 FOREIGN = "foreign"
 """The handle of a node of another cache (never named by a line of the trace)."""
@@ -181,6 +181,11 @@ def same_result(expected: Outcome, got: Outcome) -> bool:
     return same_outcome(expected.text, got.text)
 
 
+_DONE: dict[str, Outcome] = {kind.op: Outcome("ok", None, None, kind, "", True) for kind in CALLS if kind.result == "ok"}
+"""The outcome of every call whose result is ``ok`` (a lock's, an unlock's), one a call: an outcome is never
+changed once made, and these are nearly half a lockstep's outcomes (bench.instructions)."""
+
+
 class NodesByName(dict[str, NodeId]):
     """A cache's nodes by their handles: a handle not named yet is ``foreign`` (another cache's node, made by
     ``make_foreign`` when first asked for) or UnresolvedHandle."""
@@ -245,6 +250,8 @@ class CallRunner:
         try:
             value = invoke(self.cache, call, self.node_of, kind)
             if plain_value(kind, value):  # its text cannot fail: made now, or when first read
+                if kind.result == "ok":  # a lock's, an unlock's: every one the same, so one outcome kept for them all
+                    return _DONE[kind.op]
                 node = self.written_node(value.node, call.name) if type(value) is PrefixMatch or type(value) is Inserted else ""
                 outcome = Outcome(None, value, None, kind, node, True)
                 if text:
