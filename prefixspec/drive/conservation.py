@@ -9,10 +9,10 @@ and every locked one: O(cached tokens + locked tokens²) a check, at Python spee
 node ends a whole number of blocks below its parent's end, and no two children of one node start with the same
 block), no two of them cache one prefix, so the map of the definition holds every node's blocks: conservation is
 then every pool id counted once over the free list, the nodes and the requests, and a request's locked prefix
-holds its blocks exactly when, node by node up its path, the node that holds its deepest unchecked block ends
-on the prompt's tokens there and holds the blocks of the table above it down to that node's start.  It cuts
-one prefix a node and a few a request, and compares the rest at C speed.  A snapshot that is no such tree (a
-broken cache's) is judged by the check from scratch alone.  Whatever the cost, a violation is always reported
+holds its blocks exactly when, node by node up its path, the node that holds its deepest block not yet checked
+ends on the prompt's tokens there and holds the table's blocks from its own first one up to there.  It cuts two
+prefixes a node and two a node on each lock's path, and compares the rest at C speed.  A snapshot that is no
+such tree (a broken cache's) is judged by the check from scratch alone.  Whatever the cost, a violation is always reported
 by ``check_from_scratch`` (so in its words), every ``scratch_every``-th check is made from scratch too, and a
 path check that passes where the scratch one fails, or the other way, is a defect of the checker
 (``PathCheckDiverged``): the tests hold the two equal on caches that break each guarantee.
@@ -147,9 +147,10 @@ class PathCheck:
     def _is_tree(nodes: Sequence[NodeView], size: int) -> bool:
         """Every node ends a whole number of blocks below the node it hangs from (one ending where it starts, in its
         namespace, or the root), holds at least one block and no more copies than blocks, and no two nodes start
-        with one block: then no prefix is cached twice.  (Two nodes caching one prefix would, at the shortest such
-        prefix, be two nodes starting there with the same first block, or one node across another's end, whose
-        parent ends there and caches that prefix too, at a shorter one.)"""
+        with one block: then no prefix is cached twice.  (Take the shortest prefix two nodes cache.  Where both
+        start at one place, they start with one block.  Else the one that starts later hangs from a node that ends
+        at its start, and the other covers that end too: a shorter prefix cached twice, or the other is that node,
+        which then ends before the prefix.)"""
         if type(size) is not int or size < 1:
             return False
         ends: set[Key] = set()
@@ -184,7 +185,8 @@ class PathCheck:
     def _locks_hold(nodes: Sequence[NodeView], running: Sequence[Holder], size: int) -> bool:
         """Every locked prefix holds its request's block, each id being in one place (``_conserved``) and the nodes a
         tree: up each locked path, the node holding the deepest block not yet checked must hold it at the table's
-        position, end on the prompt's tokens up to there, and hold the table's blocks below its own start."""
+        position, end on the prompt's tokens up to there, and hold the table's blocks from its own first one up to
+        there; the path goes on at the block before that node's first."""
         holder: dict[BlockId, NodeView] = {}
         for view in nodes:
             holder.update(zip(view.blocks, itertools.repeat(view)))
