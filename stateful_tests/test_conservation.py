@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import impl
 from prefixspec.compare.lockstep import Lockstep
-from prefixspec.drive.conservation import EngineViolation, Holder, Key, PathCheck, PathCheckDiverged, check_from_scratch
+from prefixspec.drive.conservation import EngineViolation, Holder, PathCheck, PathCheckDiverged, check_from_scratch
 from prefixspec.drive.engine import Engine, Request, Workload
 from spec.api import BlockId, NodeView, Rules, Snapshot, parse_rules
 from spec.model import SpecCache
